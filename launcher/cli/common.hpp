@@ -1,0 +1,52 @@
+// What the subcommands share: the spec loading options, the exit codes, where profiles and the
+// worker live. Thread safety: single-threaded CLI.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/spec.hpp"
+
+namespace hpctrain::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;    // Slurm or filesystem trouble
+inline constexpr int kExitSpecError = 2;  // the spec (or the command line) is wrong
+
+// Thrown by a subcommand to end with a given status after printing `what()` to stderr.
+class Exit : public std::runtime_error {
+ public:
+  Exit(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+// --set and --profile, shared by check, render and submit.
+struct SpecArgs {
+  std::string spec_file;
+  std::vector<std::string> overrides;
+  std::optional<std::string> profile;
+
+  void add_to(CLI::App& app);
+  spec::LoadOptions load_options(bool check_paths) const;
+};
+
+// Loads the spec; prints warnings to stderr; on errors prints them all and throws Exit(2).
+spec::Resolved load_or_exit(const SpecArgs& args, bool check_paths);
+
+std::filesystem::path executable_dir();
+
+void add_init(CLI::App& app);
+void add_check(CLI::App& app);
+void add_render(CLI::App& app);
+void add_submit(CLI::App& app);
+void add_status(CLI::App& app);
+void add_cancel(CLI::App& app);
+void add_keys(CLI::App& app);
+
+}  // namespace hpctrain::cli

@@ -1,0 +1,152 @@
+// hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct), attempts and restarts from
+// the ledger, last committed checkpoint, latest metrics line.
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "run/run_dir.hpp"
+#include "slurm/client.hpp"
+
+namespace hpctrain::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json describe_dir(const fs::path& dir) {
+  nlohmann::json j;
+  size_t malformed = 0;
+  const auto attempts = run::read_attempts(dir, &malformed);
+  int64_t restarts = 0;
+  for (const auto& a : attempts) restarts += a.reason == "requeued" || a.reason == "failed_requeued";
+  j["attempts"] = attempts.size();
+  j["restarts"] = restarts;
+  if (malformed) j["malformed_ledger_lines"] = malformed;
+  if (!attempts.empty()) {
+    const auto& a = attempts.back();
+    j["last_attempt"] = {{"job_id", a.job_id}, {"restart", a.restart}, {"nodes", a.nodes},
+                         {"start", a.start},   {"end", a.end},         {"exit_status", a.exit_status},
+                         {"reason", a.reason}};
+  }
+  if (auto step = run::last_committed_step(dir)) {
+    j["last_checkpoint_step"] = *step;
+  } else {
+    j["last_checkpoint_step"] = nullptr;
+  }
+  if (auto line = run::last_metrics_line(dir)) {
+    try {
+      j["last_metrics"] = nlohmann::json::parse(*line);
+    } catch (const std::exception&) {
+      j["last_metrics"] = *line;
+    }
+  }
+  return j;
+}
+
+void print_dir(const nlohmann::json& d, const std::string& indent) {
+  std::cout << indent << "attempts:   " << d["attempts"].get<size_t>() << " ("
+            << d["restarts"].get<int64_t>() << " requeued)\n";
+  if (d.contains("last_attempt")) {
+    const auto& a = d["last_attempt"];
+    std::cout << indent << "last:       " << a["reason"].get<std::string>() << ", exit status "
+              << a["exit_status"].get<int64_t>() << ", " << a["start"].get<std::string>()
+              << " .. " << a["end"].get<std::string>() << " on " << a["nodes"].get<std::string>()
+              << '\n';
+  }
+  std::cout << indent << "checkpoint: "
+            << (d["last_checkpoint_step"].is_null()
+                    ? std::string("none committed")
+                    : "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>()))
+            << '\n';
+  if (d.contains("last_metrics")) {
+    std::cout << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
+  }
+}
+
+}  // namespace
+
+void add_status(CLI::App& app) {
+  struct Args {
+    std::string run_dir;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("status", "Show a run's job state, attempts and progress");
+  cmd->add_option("run_dir", args->run_dir, "Run directory")->required();
+  cmd->add_flag("--json", args->json, "One JSON object instead of text");
+  cmd->callback([args] {
+    const fs::path dir = args->run_dir;
+    if (!fs::exists(dir / "spec.toml")) {
+      throw Exit(kExitFailure, "hpctrain: " + args->run_dir +
+                                   " is not a run directory (no spec.toml); see hpctrain submit");
+    }
+    nlohmann::json out;
+    out["run_dir"] = fs::absolute(dir).lexically_normal().string();
+    const auto submission = run::last_submission(dir);
+    std::vector<slurm::JobState> states;
+    std::string slurm_error;
+    if (submission) {
+      out["job_id"] = submission->job_id;
+      out["submitted_at"] = submission->submitted_at;
+      try {
+        states = slurm::make_command_client()->query(submission->job_id);
+      } catch (const slurm::SlurmError& e) {
+        slurm_error = e.what();
+      }
+    } else {
+      out["job_id"] = nullptr;
+    }
+    out["slurm"] = nlohmann::json::array();
+    for (const auto& s : states) {
+      out["slurm"].push_back({{"job_id", s.job_id}, {"state", s.state}, {"reason", s.reason},
+                              {"nodes", s.nodes}, {"source", s.source}});
+    }
+    if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
+    const bool array = submission && submission->array_tasks > 0;
+    if (array) {
+      out["tasks"] = nlohmann::json::array();
+      for (size_t t = 0; t < submission->array_tasks; ++t) {
+        char name[32];
+        std::snprintf(name, sizeof name, "task-%03zu", t);
+        auto d = describe_dir(dir / name);
+        d["task"] = t;
+        out["tasks"].push_back(d);
+      }
+    } else {
+      out.update(describe_dir(dir));
+    }
+    if (args->json) {
+      std::cout << out.dump(2) << '\n';
+      return;
+    }
+    std::cout << "run:        " << out["run_dir"].get<std::string>() << '\n';
+    if (!submission) {
+      std::cout << "job:        not submitted\n";
+    } else {
+      std::cout << "job:        " << submission->job_id << " (submitted "
+                << submission->submitted_at << ")\n";
+      if (states.empty()) {
+        std::cout << "slurm:      "
+                  << (slurm_error.empty() ? "unknown to squeue and sacct (finished and purged, or "
+                                            "accounting off); see the attempts below"
+                                          : "unavailable: " + slurm_error)
+                  << '\n';
+      }
+      for (const auto& s : states) {
+        std::cout << "slurm:      " << s.job_id << ' ' << s.state;
+        if (!s.reason.empty() && s.reason != "None") std::cout << " (" << s.reason << ')';
+        std::cout << " [" << s.source << "]\n";
+      }
+    }
+    if (array) {
+      for (const auto& t : out["tasks"]) {
+        std::cout << "task " << t["task"].get<size_t>() << ":\n";
+        print_dir(t, "  ");
+      }
+    } else {
+      print_dir(out, "");
+    }
+  });
+}
+
+}  // namespace hpctrain::cli

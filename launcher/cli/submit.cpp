@@ -1,0 +1,45 @@
+// hpctrain submit SPEC: resolve, create the run directory, freeze the spec, write the script,
+// sbatch it (argv, no shell), record and print the job id.
+#include <iostream>
+#include <memory>
+
+#include "cli/common.hpp"
+#include "render/render.hpp"
+#include "run/run_dir.hpp"
+#include "slurm/client.hpp"
+
+namespace hpctrain::cli {
+
+void add_submit(CLI::App& app) {
+  struct Args {
+    SpecArgs spec;
+    bool dry_run = false;
+    bool force = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("submit", "Submit a job spec to Slurm");
+  args->spec.add_to(*cmd);
+  cmd->add_flag("--dry-run", args->dry_run,
+                "Write the run directory and script, but do not call sbatch");
+  cmd->add_flag("--force", args->force, "Replace a different frozen spec in the run directory");
+  cmd->callback([args] {
+    const auto resolved = load_or_exit(args->spec, /*check_paths=*/true);
+    const std::string script = render::sbatch_script(resolved.spec, resolved.tasks.size());
+    const auto prepared = run::prepare(resolved, script, args->force);
+    if (prepared.spec_changed) {
+      std::cerr << "hpctrain: replaced the frozen spec in " << prepared.run_dir.string()
+                << " (--force); the old one is kept as spec.toml.replaced-N\n";
+    }
+    if (args->dry_run) {
+      std::cerr << "dry run: wrote " << prepared.script.string() << "; not submitted\n";
+      return;
+    }
+    const std::string job_id = slurm::make_command_client()->submit(prepared.script);
+    run::record_submission(prepared.run_dir, {job_id, run::utc_now(), prepared.array_tasks});
+    std::cerr << "submitted job " << job_id << "; run directory " << prepared.run_dir.string()
+              << '\n';
+    std::cout << job_id << '\n';
+  });
+}
+
+}  // namespace hpctrain::cli

@@ -1,0 +1,259 @@
+#include "run/run_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+namespace hpctrain::run {
+namespace {
+
+[[noreturn]] void fail_errno(const std::string& what, const fs::path& path) {
+  throw RunDirError(what + " " + path.string() + ": " + std::strerror(errno));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+
+ private:
+  int fd_;
+};
+
+void write_all(int fd, const std::string& content, const fs::path& path) {
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("cannot write", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) fail_errno("cannot open directory", dir);
+  if (::fsync(fd.get()) != 0) fail_errno("cannot fsync directory", dir);
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// An exclusive flock on run_dir/.lock for the lifetime of the object, with a deadline.
+class DirLock {
+ public:
+  explicit DirLock(const fs::path& dir) : fd_(::open((dir / ".lock").c_str(),
+                                                     O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_.get() < 0) fail_errno("cannot create lock file in", dir);
+    for (int i = 0; i < 300; ++i) {
+      if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return;
+      if (errno != EWOULDBLOCK && errno != EINTR) fail_errno("cannot lock", dir / ".lock");
+      ::usleep(100 * 1000);
+    }
+    throw RunDirError("another hpctrain is working in " + dir.string() +
+                      " (waited 30 s for its .lock)");
+  }
+
+ private:
+  Fd fd_;
+};
+
+void make_dirs(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw RunDirError("cannot create " + dir.string() + ": " + ec.message());
+}
+
+// Writes the frozen spec unless an identical one is there; refuses a different one without force.
+bool put_spec(const fs::path& dir, const std::string& frozen, bool force) {
+  const fs::path path = dir / "spec.toml";
+  const auto existing = read_file(path);
+  if (existing && *existing == frozen) return false;
+  if (existing) {
+    if (!force) {
+      throw RunDirError(path.string() +
+                        " holds a different spec: this run directory belongs to another "
+                        "configuration. Use a new job.run_dir, or --force to replace it (the old "
+                        "spec is kept beside it; its checkpoints may not fit the new spec)");
+    }
+    for (int n = 1;; ++n) {
+      const fs::path keep = dir / ("spec.toml.replaced-" + std::to_string(n));
+      if (!fs::exists(keep)) {
+        write_file_atomic(keep, *existing);
+        break;
+      }
+    }
+  }
+  write_file_atomic(path, frozen);
+  return existing.has_value();
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::string tmpl = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
+  Fd fd(::mkstemp(tmpl.data()));
+  if (fd.get() < 0) fail_errno("cannot create a temporary file in", dir);
+  try {
+    write_all(fd.get(), content, tmpl);
+    if (::fchmod(fd.get(), 0644) != 0 || ::fsync(fd.get()) != 0) fail_errno("cannot sync", tmpl);
+    if (::close(fd.release()) != 0) fail_errno("cannot close", tmpl);
+    if (::rename(tmpl.c_str(), path.c_str()) != 0) fail_errno("cannot rename onto", path);
+  } catch (...) {
+    ::unlink(tmpl.c_str());
+    throw;
+  }
+  fsync_dir(dir);
+}
+
+void append_line(const fs::path& path, const std::string& line) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0) fail_errno("cannot open", path);
+  write_all(fd.get(), line + "\n", path);
+  if (::fsync(fd.get()) != 0) fail_errno("cannot fsync", path);
+}
+
+Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool force) {
+  const spec::Spec& s = resolved.spec;
+  Prepared p;
+  p.run_dir = s.job.run_dir;
+  p.script = p.run_dir / "job.sbatch";
+  p.array_tasks = resolved.tasks.size();
+  make_dirs(p.run_dir);
+  DirLock lock(p.run_dir);
+  make_dirs(p.run_dir / "logs");
+  p.spec_changed = put_spec(p.run_dir, spec::freeze(s), force);
+  for (const auto& task : resolved.tasks) {
+    make_dirs(task.job.run_dir);
+    p.spec_changed = put_spec(task.job.run_dir, spec::freeze(task), force) || p.spec_changed;
+  }
+  write_file_atomic(p.script, script);
+  return p;
+}
+
+void record_submission(const fs::path& run_dir, const Submission& s) {
+  nlohmann::json j = {{"job_id", s.job_id}, {"submitted_at", s.submitted_at},
+                      {"array_tasks", s.array_tasks}};
+  append_line(run_dir / "submissions.jsonl", j.dump());
+}
+
+std::optional<Submission> last_submission(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "submissions.jsonl");
+  std::optional<Submission> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      Submission s;
+      s.job_id = j.at("job_id").get<std::string>();
+      s.submitted_at = j.value("submitted_at", "");
+      s.array_tasks = j.value("array_tasks", size_t{0});
+      last = s;
+    } catch (const std::exception&) {
+      // A torn last line (crash mid-append) leaves the previous record in force.
+    }
+  }
+  return last;
+}
+
+std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed) {
+  std::vector<Attempt> out;
+  std::ifstream in(dir / "attempts.jsonl");
+  std::string line;
+  size_t bad = 0;
+  while (std::getline(in, line)) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      Attempt a;
+      a.job_id = j.at("job_id").get<std::string>();
+      a.nodes = j.value("nodes", "");
+      a.start = j.value("start", "");
+      a.end = j.value("end", "");
+      a.reason = j.value("reason", "");
+      a.restart = j.value("restart", int64_t{0});
+      a.exit_status = j.value("exit_status", int64_t{0});
+      if (j.contains("array_task_id") && j["array_task_id"].is_number_integer()) {
+        a.array_task_id = j["array_task_id"].get<int64_t>();
+      }
+      if (j.contains("last_step") && j["last_step"].is_number_integer()) {
+        a.last_step = j["last_step"].get<int64_t>();
+      }
+      out.push_back(a);
+    } catch (const std::exception&) {
+      ++bad;
+    }
+  }
+  if (malformed) *malformed = bad;
+  return out;
+}
+
+std::optional<int64_t> last_committed_step(const fs::path& dir) {
+  static const std::regex kStep("step-([0-9]{1,18})");
+  std::optional<int64_t> best;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir / "checkpoints", ec), end; !ec && it != end; it.increment(ec)) {
+    std::smatch m;
+    const std::string name = it->path().filename().string();
+    if (!std::regex_match(name, m, kStep)) continue;
+    if (!fs::exists(it->path() / "manifest.json")) continue;
+    const int64_t step = std::stoll(m[1].str());
+    if (!best || step > *best) best = step;
+  }
+  return best;
+}
+
+std::optional<std::string> last_metrics_line(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.jsonl", std::ios::binary);
+  if (!in) return std::nullopt;
+  // Only the tail matters; metrics files grow long.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 65536);
+  in.seekg(from);
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  // The last newline-terminated line: a line still being written is not complete.
+  const auto end = tail.rfind('\n');
+  if (end == std::string::npos) return std::nullopt;
+  const auto start = tail.rfind('\n', end == 0 ? 0 : end - 1);
+  const std::string line =
+      tail.substr(start == std::string::npos || end == 0 ? 0 : start + 1,
+                  end - (start == std::string::npos || end == 0 ? 0 : start + 1));
+  if (line.empty()) return std::nullopt;
+  return line;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace hpctrain::run

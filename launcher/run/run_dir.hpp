@@ -1,0 +1,70 @@
+// The run directory: what `submit` writes there (frozen spec, script, submission record) and what
+// `status` reads back (attempts ledger, checkpoints, metrics). docs/run-directory.md has the layout.
+// Thread safety: functions are reentrant; concurrent submits to one run directory are serialised
+// by a lock file.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/spec.hpp"
+
+namespace hpctrain::run {
+
+namespace fs = std::filesystem;
+
+// Thrown for run-directory problems (a different spec already there, unwritable directory, ...).
+class RunDirError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Writes `content` to `path` via a temporary file in the same directory, fsynced and renamed, then
+// fsyncs the directory: readers see the old file or the new one, never a torn one.
+void write_file_atomic(const fs::path& path, const std::string& content);
+
+// Appends one line (a JSON object) with O_APPEND and fsync.
+void append_line(const fs::path& path, const std::string& line);
+
+struct Prepared {
+  fs::path run_dir;
+  fs::path script;        // run_dir/job.sbatch
+  size_t array_tasks = 0;
+  bool spec_changed = false;  // an earlier, different spec was replaced (--force)
+};
+
+// Creates the run directory (and logs/, task dirs for arrays), writes the frozen spec(s) and the
+// script. Refuses to replace a different frozen spec unless `force`; the replaced spec is kept as
+// spec.toml.replaced-N. Holds run_dir/.lock while it works.
+Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool force);
+
+struct Submission {
+  std::string job_id;
+  std::string submitted_at;  // UTC, ISO 8601
+  size_t array_tasks = 0;
+};
+
+void record_submission(const fs::path& run_dir, const Submission& submission);
+std::optional<Submission> last_submission(const fs::path& run_dir);
+
+struct Attempt {
+  std::string job_id, nodes, start, end, reason;
+  std::optional<int64_t> array_task_id, last_step;
+  int64_t restart = 0, exit_status = 0;
+};
+
+// Reads attempts.jsonl; malformed lines are skipped and counted.
+std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed = nullptr);
+
+// The newest step-N checkpoint directory that has its manifest (the commit point).
+std::optional<int64_t> last_committed_step(const fs::path& dir);
+
+// The last complete line of metrics.jsonl, if any.
+std::optional<std::string> last_metrics_line(const fs::path& dir);
+
+// The UTC time now, ISO 8601 to the second.
+std::string utc_now();
+
+}  // namespace hpctrain::run

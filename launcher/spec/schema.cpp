@@ -1,0 +1,286 @@
+#include "spec/schema.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace hpctrain::spec {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Builders keep the table readable: one line of intent per key.
+Field str(std::string_view path, Presence presence, std::string_view def, Charset charset,
+          std::string_view doc) {
+  return {path, Type::kString, presence, def, -kInf, kInf, {}, charset, doc};
+}
+Field choice(std::string_view path, std::string_view def, std::string_view choices,
+             std::string_view doc) {
+  return {path, Type::kString, Presence::kDefault, def, -kInf, kInf, choices, Charset::kName, doc};
+}
+Field integer(std::string_view path, Presence presence, std::string_view def, double min,
+              double max, std::string_view doc) {
+  return {path, Type::kInt, presence, def, min, max, {}, Charset::kFree, doc};
+}
+Field real(std::string_view path, Presence presence, std::string_view def, double min, double max,
+           std::string_view doc) {
+  return {path, Type::kFloat, presence, def, min, max, {}, Charset::kFree, doc};
+}
+Field boolean(std::string_view path, std::string_view def, std::string_view doc) {
+  return {path, Type::kBool, Presence::kDefault, def, -kInf, kInf, {}, Charset::kFree, doc};
+}
+Field typed(std::string_view path, Type type, Presence presence, std::string_view def,
+            Charset charset, std::string_view doc) {
+  return {path, type, presence, def, -kInf, kInf, {}, charset, doc};
+}
+
+constexpr auto kReq = Presence::kRequired;
+constexpr auto kOpt = Presence::kOptional;
+constexpr auto kDef = Presence::kDefault;
+
+std::vector<Field> make_fields() {
+  return {
+      // [job]: the Slurm allocation and the script around the worker.
+      str("job.name", kReq, {}, Charset::kName, "Job name (Slurm --job-name); also {name} in run_dir."),
+      str("job.profile", kOpt, {}, Charset::kName,
+          "Site profile from sbatch/profiles/NAME.toml supplying defaults (--profile overrides)."),
+      str("job.account", kOpt, {}, Charset::kName, "Slurm account to charge (--account)."),
+      str("job.partition", kOpt, {}, Charset::kName, "Slurm partition (--partition)."),
+      str("job.qos", kOpt, {}, Charset::kName, "Slurm quality of service (--qos)."),
+      integer("job.nodes", kDef, "1", 1, 100000, "Number of nodes (--nodes)."),
+      integer("job.tasks_per_node", kDef, "1", 1, 1024,
+              "Ranks per node (--ntasks-per-node); equals gpus_per_node on GPU jobs."),
+      integer("job.gpus_per_node", kDef, "0", 0, 64, "GPUs per node (--gpus-per-node); 0 for CPU."),
+      integer("job.cpus_per_task", kDef, "1", 1, 4096, "CPU cores per rank (--cpus-per-task)."),
+      str("job.mem", kOpt, {}, Charset::kMemory, "Memory per node (--mem), e.g. \"64G\"; \"0\" = all."),
+      str("job.time", kDef, "\"01:00:00\"", Charset::kFree,
+          "Time limit: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
+      str("job.constraint", kOpt, {}, Charset::kConstraint, "Node features (--constraint)."),
+      boolean("job.exclusive", "false", "Whole nodes only (--exclusive)."),
+      str("job.run_dir", kReq, {}, Charset::kPath,
+          "Absolute directory holding everything of this run; {name} expands to job.name."),
+      typed("job.modules", Type::kStringList, kDef, "[]", Charset::kModule,
+            "Environment modules to `module load`, in order."),
+      typed("job.env", Type::kStringMap, kDef, "{}", Charset::kFree,
+            "Environment variables exported to every rank (names checked, values quoted)."),
+      typed("job.extra_sbatch", Type::kStringList, kDef, "[]", Charset::kFree,
+            "Extra #SBATCH options, each \"--option\" or \"--option=value\" (validated)."),
+      str("job.srun_mpi", kDef, "\"pmix\"", Charset::kName,
+          "srun --mpi plugin (pmix, pmi2, none); \"\" to leave srun's default."),
+      str("job.worker", kOpt, {}, Charset::kFree,
+          "hpctrain-worker executable; default: the one installed beside hpctrain."),
+      choice("job.container.runtime", "\"none\"", "none|apptainer|pyxis",
+             "Run the worker in a container: apptainer exec, or pyxis --container-image."),
+      str("job.container.image", kOpt, {}, Charset::kFree, "Container image (file or reference)."),
+      typed("job.container.mounts", Type::kStringList, kDef, "[]", Charset::kFree,
+            "Bind mounts \"SRC[:DST]\" for the container."),
+
+      // [data]
+      typed("data.train", Type::kPathList, kOpt, {}, Charset::kFree,
+            "Training HDF5 file(s): a path, a glob, or a list of them (one index space)."),
+      typed("data.val", Type::kPathList, kOpt, {}, Charset::kFree,
+            "Validation HDF5 file(s), same forms as train."),
+      boolean("data.synthetic", "false",
+              "Generate random data instead of reading files (benchmarks and smoke tests)."),
+      integer("data.synthetic_samples", kDef, "1024", 1, 1e9, "Samples per epoch of synthetic data."),
+      integer("data.synthetic_image_size", kDef, "32", 8, 1024, "Side of synthetic images."),
+      integer("data.workers", kDef, "4", 0, 256, "Loader threads per rank."),
+      integer("data.prefetch_batches", kDef, "4", 1, 256, "Batches prepared ahead per rank."),
+      choice("data.shard_tail", "\"drop\"", "drop|pad",
+             "Uneven tail of an epoch: drop it or pad with repeated samples."),
+      boolean("data.file_locking", "false",
+              "HDF5 file locking (off: it fails on many Lustre/GPFS mounts)."),
+      choice("data.augment", "\"crop_flip\"", "none|crop_flip|random_resized_crop",
+             "Training augmentation; evaluation always uses the deterministic centre path."),
+      integer("data.crop_padding", kDef, "4", 0, 64, "Padding for crop_flip's random crop."),
+      integer("data.image_size", kOpt, {}, 8, 1024,
+              "Output side length; default: the dataset's own size."),
+
+      // [model]
+      choice("model.arch", "\"resnet18\"", "resnet18|resnet34|resnet50|resnet101|resnet152|alexnet",
+             "Network architecture (torchvision's parameter names)."),
+      choice("model.stem", "\"imagenet\"", "imagenet|cifar",
+             "ResNet stem: 7x7/stride 2 + max-pool (imagenet) or 3x3/stride 1 (cifar, small images)."),
+      integer("model.num_classes", kDef, "1000", 2, 1000000, "Number of output classes."),
+      boolean("model.zero_init_residual", "false", "Zero-initialise each residual branch's last BN."),
+
+      // [train]
+      integer("train.epochs", kDef, "1", 1, 100000, "Passes over the training set."),
+      integer("train.max_steps", kOpt, {}, 1, 1e12, "Stop after this many optimizer steps."),
+      integer("train.batch_size", kDef, "32", 1, 65536, "Samples per rank per step."),
+      choice("train.precision", "\"fp32\"", "fp32|fp16|bf16",
+             "fp16 uses dynamic loss scaling; bf16 needs none."),
+      boolean("train.channels_last", "false", "NHWC memory format for convolutions."),
+      integer("train.seed", kDef, "42", 0, 9007199254740991.0, "Seed for weights, shuffling, augmentation."),
+      real("train.label_smoothing", kDef, "0.0", 0.0, 0.999, "Cross-entropy label smoothing."),
+      real("train.grad_clip_norm", kOpt, {}, 0.0, kInf, "Clip the global gradient norm."),
+      integer("train.log_every_steps", kDef, "50", 1, 1e9, "Steps between metrics lines."),
+      integer("train.eval_every_epochs", kDef, "1", 0, 100000, "Epochs between validations; 0 = never."),
+      real("train.bucket_mb", kDef, "25.0", 0.0625, 4096,
+           "Gradient all-reduce bucket size in MiB (as PyTorch DDP's bucket_cap_mb)."),
+      choice("train.grad_compression", "\"none\"", "none|fp16|bf16",
+             "Compress gradients for the all-reduce."),
+      integer("train.rendezvous_timeout_s", kDef, "600", 1, 86400,
+              "Deadline for all ranks to join the process group."),
+      integer("train.collective_timeout_s", kDef, "600", 1, 86400,
+              "Deadline for any collective; a rank that misses it is reported and the job ends."),
+      choice("train.optimizer.name", "\"sgd\"", "sgd|adamw", "Optimizer."),
+      real("train.optimizer.lr", kDef, "0.1", 0.0, 1e6,
+           "Learning rate at schedule.reference_batch (scaled when schedule.scale_lr)."),
+      real("train.optimizer.momentum", kDef, "0.9", 0.0, 0.999999, "SGD momentum."),
+      boolean("train.optimizer.nesterov", "false", "SGD Nesterov momentum."),
+      real("train.optimizer.weight_decay", kDef, "0.0001", 0.0, 10.0, "Weight decay."),
+      typed("train.optimizer.betas", Type::kFloatList, kDef, "[0.9, 0.999]", Charset::kFree,
+            "AdamW betas (two values in [0, 1))."),
+      real("train.optimizer.eps", kDef, "1e-08", 0.0, 1.0, "AdamW epsilon."),
+      choice("train.schedule.name", "\"cosine\"", "constant|cosine|step|multistep",
+             "Learning-rate schedule after warmup."),
+      real("train.schedule.warmup_epochs", kDef, "0.0", 0.0, 1000, "Linear warmup length in epochs."),
+      integer("train.schedule.step_size", kDef, "30", 1, 1e9, "Epochs between decays (step)."),
+      typed("train.schedule.milestones", Type::kIntList, kDef, "[]", Charset::kFree,
+            "Epochs at which to decay (multistep), increasing."),
+      real("train.schedule.gamma", kDef, "0.1", 0.0, 1.0, "Decay factor (step, multistep)."),
+      real("train.schedule.min_lr", kDef, "0.0", 0.0, 1e6, "Floor of the cosine schedule."),
+      boolean("train.schedule.scale_lr", "true",
+              "Linear scaling rule: lr x global batch / reference_batch."),
+      integer("train.schedule.reference_batch", kDef, "256", 1, 1e9,
+              "Global batch size the configured lr is meant for."),
+
+      // [checkpoint]
+      integer("checkpoint.every_steps", kDef, "1000", 0, 1e12, "Checkpoint every N steps; 0 = off."),
+      real("checkpoint.every_minutes", kDef, "0.0", 0.0, 1e6, "Checkpoint every N minutes; 0 = off."),
+      integer("checkpoint.keep_last", kDef, "3", 2, 1000,
+              "Committed checkpoints to keep (at least 2, so a damaged newest has a fallback)."),
+      boolean("checkpoint.async", "false", "Write checkpoints in the background."),
+      integer("checkpoint.commit_timeout_s", kDef, "600", 1, 86400,
+              "Deadline for every rank to finish its part of a checkpoint."),
+
+      // [preemption]
+      boolean("preemption.enabled", "true",
+              "Ask Slurm for a warning signal, checkpoint on it and requeue (--requeue)."),
+      choice("preemption.signal", "\"USR2\"", "USR1|USR2|TERM|INT|HUP|URG|XCPU",
+             "Signal Slurm sends before the time limit (--signal)."),
+      integer("preemption.signal_lead_s", kDef, "300", 10, 65535,
+              "Seconds before the time limit the signal arrives."),
+      integer("preemption.max_restarts", kDef, "20", 0, 10000,
+              "Requeues allowed (SLURM_RESTART_COUNT below this)."),
+      integer("preemption.max_consecutive_failures", kDef, "2", 0, 1000,
+              "Failed attempts in a row that are still requeued (counted apart from preemptions)."),
+
+      // [sweep]
+      choice("sweep.mode", "\"grid\"", "grid|zip",
+             "grid: every combination of params; zip: the i-th value of each."),
+      integer("sweep.max_parallel", kDef, "0", 0, 1000, "Array tasks running at once; 0 = no limit."),
+      typed("sweep.params", Type::kSweepMap, kOpt, {}, Charset::kFree,
+            "Dotted spec key -> list of values; each array task gets one combination."),
+  };
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& tables() {
+  static const std::vector<std::string_view> kTables = {
+      "job",   "job.container",   "data",           "model",      "train",
+      "train.optimizer", "train.schedule", "checkpoint", "preemption", "sweep"};
+  return kTables;
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> kFields = make_fields();
+  return kFields;
+}
+
+const Field* find_field(std::string_view path) {
+  for (const auto& f : fields()) {
+    if (f.path == path) return &f;
+  }
+  return nullptr;
+}
+
+bool is_table(std::string_view path) {
+  const auto& t = tables();
+  return std::find(t.begin(), t.end(), path) != t.end();
+}
+
+std::string_view type_name(Type type) {
+  switch (type) {
+    case Type::kString: return "string";
+    case Type::kInt: return "integer";
+    case Type::kFloat: return "number";
+    case Type::kBool: return "boolean";
+    case Type::kStringList: return "list of strings";
+    case Type::kIntList: return "list of integers";
+    case Type::kFloatList: return "list of numbers";
+    case Type::kStringMap: return "table of strings";
+    case Type::kPathList: return "string or list of strings";
+    case Type::kSweepMap: return "table of lists";
+  }
+  return "value";
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  // Optimal string alignment distance; keys are short, so the full matrix is fine.
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+namespace {
+
+std::pair<std::string_view, std::string_view> split_last(std::string_view path) {
+  const auto dot = path.rfind('.');
+  if (dot == std::string_view::npos) return {{}, path};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// Every key and table name, the candidates for a suggestion.
+std::vector<std::string_view> all_names() {
+  std::vector<std::string_view> names(tables().begin(), tables().end());
+  for (const auto& f : fields()) names.push_back(f.path);
+  return names;
+}
+
+}  // namespace
+
+std::string suggest_key(std::string_view path) {
+  const auto [parent, leaf] = split_last(path);
+  const auto names = all_names();
+  // 1. A sibling with a close name: [job] nodse -> job.nodes.
+  std::string_view best;
+  size_t best_distance = 0;
+  for (auto name : names) {
+    const auto [p, l] = split_last(name);
+    if (p != parent) continue;
+    const size_t dist = edit_distance(leaf, l);
+    const size_t limit = std::max<size_t>(1, std::min(leaf.size(), l.size()) / 3);
+    if (dist <= limit && (best.empty() || dist < best_distance)) {
+      best = name;
+      best_distance = dist;
+    }
+  }
+  if (!best.empty()) return std::string(best);
+  // 2. The same name in another table: train.lr -> train.optimizer.lr.
+  for (auto name : names) {
+    if (split_last(name).second == leaf) return std::string(name);
+  }
+  // 3. The closest full path.
+  for (auto name : names) {
+    const size_t dist = edit_distance(path, name);
+    if (dist <= std::max<size_t>(2, path.size() / 4) && (best.empty() || dist < best_distance)) {
+      best = name;
+      best_distance = dist;
+    }
+  }
+  return std::string(best);
+}
+
+}  // namespace hpctrain::spec

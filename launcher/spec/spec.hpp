@@ -1,0 +1,164 @@
+// The resolved job spec: a TOML file, a site profile and --set overrides merged over the schema's
+// defaults, checked, and frozen to canonical TOML that the job itself reads.
+// Thread safety: load() is reentrant; a Spec is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spec/diagnostics.hpp"
+
+namespace hpctrain::spec {
+
+struct ContainerSpec {
+  std::string runtime = "none";  // none | apptainer | pyxis
+  std::string image;
+  std::vector<std::string> mounts;
+};
+
+struct JobSpec {
+  std::string name;
+  std::optional<std::string> profile, account, partition, qos, mem, constraint;
+  int64_t nodes = 1, tasks_per_node = 1, gpus_per_node = 0, cpus_per_task = 1;
+  std::string time;          // normalised: [D-]HH:MM:SS
+  int64_t time_seconds = 0;  // the same, in seconds
+  bool exclusive = false;
+  std::string run_dir;  // absolute, {name} expanded
+  std::vector<std::string> modules;
+  std::map<std::string, std::string> env;
+  std::vector<std::string> extra_sbatch;
+  std::string srun_mpi;
+  std::string worker;  // absolute path
+  ContainerSpec container;
+
+  int64_t world_size() const { return nodes * tasks_per_node; }
+};
+
+struct DataSpec {
+  std::vector<std::string> train, val;  // absolute paths or globs
+  bool synthetic = false;
+  int64_t synthetic_samples = 0, synthetic_image_size = 0;
+  int64_t workers = 0, prefetch_batches = 0;
+  std::string shard_tail, augment;
+  bool file_locking = false;
+  int64_t crop_padding = 0;
+  std::optional<int64_t> image_size;
+};
+
+struct ModelSpec {
+  std::string arch, stem;
+  int64_t num_classes = 0;
+  bool zero_init_residual = false;
+};
+
+struct OptimizerSpec {
+  std::string name;
+  double lr = 0, momentum = 0, weight_decay = 0, eps = 0;
+  bool nesterov = false;
+  std::vector<double> betas;
+};
+
+struct ScheduleSpec {
+  std::string name;
+  double warmup_epochs = 0, gamma = 0, min_lr = 0;
+  int64_t step_size = 0, reference_batch = 0;
+  std::vector<int64_t> milestones;
+  bool scale_lr = true;
+};
+
+struct TrainSpec {
+  int64_t epochs = 0;
+  std::optional<int64_t> max_steps;
+  int64_t batch_size = 0;
+  std::string precision;
+  bool channels_last = false;
+  int64_t seed = 0;
+  double label_smoothing = 0;
+  std::optional<double> grad_clip_norm;
+  int64_t log_every_steps = 0, eval_every_epochs = 0;
+  double bucket_mb = 0;
+  std::string grad_compression;
+  int64_t rendezvous_timeout_s = 0, collective_timeout_s = 0;
+  OptimizerSpec optimizer;
+  ScheduleSpec schedule;
+};
+
+struct CheckpointSpec {
+  int64_t every_steps = 0;
+  double every_minutes = 0;
+  int64_t keep_last = 0;
+  bool async = false;
+  int64_t commit_timeout_s = 0;
+};
+
+struct PreemptionSpec {
+  bool enabled = true;
+  std::string signal;
+  int64_t signal_lead_s = 0, max_restarts = 0, max_consecutive_failures = 0;
+};
+
+struct SweepSpec {
+  std::string mode;
+  int64_t max_parallel = 0;
+  // Dotted key -> the TOML text of each value, in the order written.
+  std::vector<std::pair<std::string, std::vector<std::string>>> params;
+};
+
+struct Spec {
+  JobSpec job;
+  DataSpec data;
+  ModelSpec model;
+  TrainSpec train;
+  CheckpointSpec checkpoint;
+  PreemptionSpec preemption;
+  SweepSpec sweep;
+
+  // Canonical TOML text of every present key (dotted path -> literal), what freeze() writes.
+  std::map<std::string, std::string> literals;
+
+  bool is_array() const { return !sweep.params.empty(); }
+};
+
+// The "requeue me" exit status of hpctrain-worker (EX_TEMPFAIL): the script requeues the job.
+inline constexpr int kRequeueExitStatus = 75;
+
+// Files larger than this are refused before parsing.
+inline constexpr std::uintmax_t kMaxSpecBytes = 1 << 20;
+// Deeper nesting of arrays and inline tables is refused before parsing.
+inline constexpr int kMaxNesting = 32;
+
+struct LoadOptions {
+  std::filesystem::path spec_file;
+  std::vector<std::string> overrides;  // "dotted.key=value"
+  std::optional<std::string> profile;  // --profile; wins over job.profile
+  std::vector<std::filesystem::path> profile_dirs;  // searched in order for NAME.toml
+  std::filesystem::path default_worker;  // used when job.worker is not set
+  bool check_paths = true;  // data files and the worker must exist (submit time)
+};
+
+struct Resolved {
+  Spec spec;
+  std::vector<Spec> tasks;  // one per array task when [sweep] has params, else empty
+  std::vector<Diagnostic> warnings;
+};
+
+// Reads, merges and checks. Throws SpecError with every problem found.
+Resolved load(const LoadOptions& options);
+
+// Canonical TOML of a resolved spec: every key, schema order, byte-identical for equal specs.
+std::string freeze(const Spec& spec);
+
+// Parses a Slurm time limit ("90", "1:30:00", "2-12", ...) to seconds; nullopt if malformed.
+std::optional<int64_t> parse_slurm_time(const std::string& text);
+// Formats seconds as Slurm's [D-]HH:MM:SS.
+std::string format_slurm_time(int64_t seconds);
+
+// Whether an environment variable name is reserved (Slurm, the loader, the shell, hpctrain).
+bool is_reserved_env_name(const std::string& name);
+
+}  // namespace hpctrain::spec
