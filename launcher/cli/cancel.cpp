@@ -15,7 +15,8 @@ void add_cancel(CLI::App& app) {
   cmd->callback([run_dir] {
     const auto submission = run::last_submission(*run_dir);
     if (!submission) {
-      throw Exit(kExitFailure, "hpctrain: " + *run_dir + " has no submitted job (submissions.jsonl)");
+      throw Exit(kExitFailure,
+                 "hpctrain: " + *run_dir + " has no submitted job (submissions.jsonl)");
     }
     slurm::make_command_client()->cancel(submission->job_id);
     std::cerr << "cancelled job " << submission->job_id << '\n';

@@ -22,7 +22,8 @@ void add_check(CLI::App& app) {
     const auto resolved = load_or_exit(args->spec, !args->no_path_checks);
     if (args->print) std::cout << spec::freeze(resolved.spec);
     std::cerr << args->spec.spec_file << ": ok";
-    if (!resolved.tasks.empty()) std::cerr << " (job array of " << resolved.tasks.size() << " tasks)";
+    if (!resolved.tasks.empty())
+      std::cerr << " (job array of " << resolved.tasks.size() << " tasks)";
     std::cerr << '\n';
   });
 }

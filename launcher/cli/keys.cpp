@@ -17,8 +17,8 @@ void add_keys(CLI::App& app) {
     }
     for (const auto& f : spec::fields()) {
       std::string def = f.presence == spec::Presence::kRequired   ? "required"
-                         : f.presence == spec::Presence::kOptional ? "unset"
-                                                                   : std::string(f.default_toml);
+                        : f.presence == spec::Presence::kOptional ? "unset"
+                                                                  : std::string(f.default_toml);
       std::string type(spec::type_name(f.type));
       if (!f.choices.empty()) type = "one of " + std::string(f.choices);
       if (*markdown) {

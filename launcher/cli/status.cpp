@@ -18,14 +18,16 @@ nlohmann::json describe_dir(const fs::path& dir) {
   size_t malformed = 0;
   const auto attempts = run::read_attempts(dir, &malformed);
   int64_t restarts = 0;
-  for (const auto& a : attempts) restarts += a.reason == "requeued" || a.reason == "failed_requeued";
+  for (const auto& a : attempts)
+    restarts += a.reason == "requeued" || a.reason == "failed_requeued";
   j["attempts"] = attempts.size();
   j["restarts"] = restarts;
   if (malformed) j["malformed_ledger_lines"] = malformed;
   if (!attempts.empty()) {
     const auto& a = attempts.back();
-    j["last_attempt"] = {{"job_id", a.job_id}, {"restart", a.restart}, {"nodes", a.nodes},
-                         {"start", a.start},   {"end", a.end},         {"exit_status", a.exit_status},
+    j["last_attempt"] = {{"job_id", a.job_id}, {"restart", a.restart},
+                         {"nodes", a.nodes},   {"start", a.start},
+                         {"end", a.end},       {"exit_status", a.exit_status},
                          {"reason", a.reason}};
   }
   if (auto step = run::last_committed_step(dir)) {
@@ -49,9 +51,8 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
   if (d.contains("last_attempt")) {
     const auto& a = d["last_attempt"];
     std::cout << indent << "last:       " << a["reason"].get<std::string>() << ", exit status "
-              << a["exit_status"].get<int64_t>() << ", " << a["start"].get<std::string>()
-              << " .. " << a["end"].get<std::string>() << " on " << a["nodes"].get<std::string>()
-              << '\n';
+              << a["exit_status"].get<int64_t>() << ", " << a["start"].get<std::string>() << " .. "
+              << a["end"].get<std::string>() << " on " << a["nodes"].get<std::string>() << '\n';
   }
   std::cout << indent << "checkpoint: "
             << (d["last_checkpoint_step"].is_null()
@@ -98,8 +99,11 @@ void add_status(CLI::App& app) {
     }
     out["slurm"] = nlohmann::json::array();
     for (const auto& s : states) {
-      out["slurm"].push_back({{"job_id", s.job_id}, {"state", s.state}, {"reason", s.reason},
-                              {"nodes", s.nodes}, {"source", s.source}});
+      out["slurm"].push_back({{"job_id", s.job_id},
+                              {"state", s.state},
+                              {"reason", s.reason},
+                              {"nodes", s.nodes},
+                              {"source", s.source}});
     }
     if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
     const bool array = submission && submission->array_tasks > 0;

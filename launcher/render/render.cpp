@@ -176,7 +176,8 @@ std::string array_setup(size_t array_tasks) {
   if (array_tasks == 0) return {};
   return "# Job array of " + std::to_string(array_tasks) +
          " tasks: each has its own directory and frozen spec.\n"
-         "if [[ ! ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ || ! ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ ]]; "
+         "if [[ ! ${SLURM_ARRAY_TASK_ID:-} =~ ^[0-9]+$ || ! ${SLURM_ARRAY_JOB_ID:-} =~ ^[0-9]+$ "
+         "]]; "
          "then\n"
          "  echo \"hpctrain: this script is a job array; SLURM_ARRAY_TASK_ID is missing or "
          "malformed\" >&2\n"
@@ -194,20 +195,19 @@ std::string sbatch_script(const spec::Spec& spec, size_t array_tasks) {
   for (const auto& o : sbatch_options(spec, array_tasks)) {
     sbatch_lines += (sbatch_lines.empty() ? "" : "\n") + ("#SBATCH " + o);
   }
-  return fill_template(
-      embedded::job_sbatch_template(),
-      {{"SBATCH_LINES", sbatch_lines},
-       {"VERSION", kVersion},
-       {"REQUEUE_STATUS", std::to_string(spec::kRequeueExitStatus)},
-       {"RUN_DIR", shell_quote(spec.job.run_dir)},
-       {"WORKER", shell_quote(spec.job.worker)},
-       {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},
-       {"MAX_RESTARTS", std::to_string(spec.preemption.max_restarts)},
-       {"MAX_FAILURES", std::to_string(spec.preemption.max_consecutive_failures)},
-       {"ARRAY_SETUP", array_setup(array_tasks)},
-       {"MODULES", modules_block(spec)},
-       {"ENVIRONMENT", environment_block(spec)},
-       {"SRUN", srun_command(spec)}});
+  return fill_template(embedded::job_sbatch_template(),
+                       {{"SBATCH_LINES", sbatch_lines},
+                        {"VERSION", kVersion},
+                        {"REQUEUE_STATUS", std::to_string(spec::kRequeueExitStatus)},
+                        {"RUN_DIR", shell_quote(spec.job.run_dir)},
+                        {"WORKER", shell_quote(spec.job.worker)},
+                        {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},
+                        {"MAX_RESTARTS", std::to_string(spec.preemption.max_restarts)},
+                        {"MAX_FAILURES", std::to_string(spec.preemption.max_consecutive_failures)},
+                        {"ARRAY_SETUP", array_setup(array_tasks)},
+                        {"MODULES", modules_block(spec)},
+                        {"ENVIRONMENT", environment_block(spec)},
+                        {"SRUN", srun_command(spec)}});
 }
 
 }  // namespace hpctrain::render

@@ -65,8 +65,8 @@ std::optional<std::string> read_file(const fs::path& path) {
 // An exclusive flock on run_dir/.lock for the lifetime of the object, with a deadline.
 class DirLock {
  public:
-  explicit DirLock(const fs::path& dir) : fd_(::open((dir / ".lock").c_str(),
-                                                     O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  explicit DirLock(const fs::path& dir)
+      : fd_(::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
     if (fd_.get() < 0) fail_errno("cannot create lock file in", dir);
     for (int i = 0; i < 300; ++i) {
       if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return;
@@ -156,8 +156,8 @@ Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool
 }
 
 void record_submission(const fs::path& run_dir, const Submission& s) {
-  nlohmann::json j = {{"job_id", s.job_id}, {"submitted_at", s.submitted_at},
-                      {"array_tasks", s.array_tasks}};
+  nlohmann::json j = {
+      {"job_id", s.job_id}, {"submitted_at", s.submitted_at}, {"array_tasks", s.array_tasks}};
   append_line(run_dir / "submissions.jsonl", j.dump());
 }
 
@@ -215,7 +215,8 @@ std::optional<int64_t> last_committed_step(const fs::path& dir) {
   static const std::regex kStep("step-([0-9]{1,18})");
   std::optional<int64_t> best;
   std::error_code ec;
-  for (fs::directory_iterator it(dir / "checkpoints", ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::directory_iterator it(dir / "checkpoints", ec), end; !ec && it != end;
+       it.increment(ec)) {
     std::smatch m;
     const std::string name = it->path().filename().string();
     if (!std::regex_match(name, m, kStep)) continue;

@@ -1,7 +1,7 @@
 // The run directory: what `submit` writes there (frozen spec, script, submission record) and what
-// `status` reads back (attempts ledger, checkpoints, metrics). docs/run-directory.md has the layout.
-// Thread safety: functions are reentrant; concurrent submits to one run directory are serialised
-// by a lock file.
+// `status` reads back (attempts ledger, checkpoints, metrics). docs/run-directory.md has the
+// layout. Thread safety: functions are reentrant; concurrent submits to one run directory are
+// serialised by a lock file.
 #pragma once
 
 #include <filesystem>
@@ -30,7 +30,7 @@ void append_line(const fs::path& path, const std::string& line);
 
 struct Prepared {
   fs::path run_dir;
-  fs::path script;        // run_dir/job.sbatch
+  fs::path script;  // run_dir/job.sbatch
   size_t array_tasks = 0;
   bool spec_changed = false;  // an earlier, different spec was replaced (--force)
 };

@@ -63,7 +63,7 @@ class CommandClient : public SlurmClient {
   std::vector<JobState> query(const std::string& job_id) override {
     // squeue knows jobs still in the controller's memory, finished ones included (MinJobAge).
     auto r = run({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job_id,
-                   "--format=%i|%T|%r|%N"});
+                  "--format=%i|%T|%r|%N"});
     if (r.exit_status == 0) {
       auto states = parse_state_lines(r.out, "squeue");
       if (!states.empty()) return states;
@@ -78,7 +78,8 @@ class CommandClient : public SlurmClient {
   void cancel(const std::string& job_id) override {
     const auto r = run({"scancel", job_id});
     if (r.exit_status != 0) {
-      throw SlurmError("scancel " + job_id + " failed: " + first_line(r.err.empty() ? r.out : r.err));
+      throw SlurmError("scancel " + job_id +
+                       " failed: " + first_line(r.err.empty() ? r.out : r.err));
     }
   }
 

@@ -20,7 +20,8 @@ namespace {
 struct Pipe {
   int fd[2] = {-1, -1};
   Pipe() {
-    if (::pipe2(fd, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+    if (::pipe2(fd, O_CLOEXEC) != 0)
+      throw std::system_error(errno, std::generic_category(), "pipe");
   }
   ~Pipe() {
     for (int f : fd) {

@@ -11,10 +11,10 @@ namespace hpctrain::spec {
 
 // Where a value came from.
 struct Origin {
-  std::string file;   // spec or profile path; "--set" for overrides; empty for defaults
-  int line = 0;       // 1-based; 0 when unknown
-  int column = 0;     // 1-based; 0 when unknown
-  std::string text;   // the source line (files) or the argument (--set), for the caret display
+  std::string file;  // spec or profile path; "--set" for overrides; empty for defaults
+  int line = 0;      // 1-based; 0 when unknown
+  int column = 0;    // 1-based; 0 when unknown
+  std::string text;  // the source line (files) or the argument (--set), for the caret display
 
   static Origin default_value() { return {}; }
   static Origin override_arg(std::string arg) { return {"--set", 0, 0, std::move(arg)}; }

@@ -23,8 +23,11 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 [[noreturn]] void fail(const std::string& file, int line, int column, std::string message,
                        std::string hint = {}, std::string text = {}) {
-  throw SpecError({Diagnostic{Severity::kError, Origin{file, line, column, std::move(text)}, {},
-                              std::move(message), std::move(hint)}});
+  throw SpecError({Diagnostic{Severity::kError,
+                              Origin{file, line, column, std::move(text)},
+                              {},
+                              std::move(message),
+                              std::move(hint)}});
 }
 
 // Rejects nesting deeper than kMaxNesting outside strings and comments. toml11 parses arrays and

@@ -67,10 +67,14 @@ std::string literal_of(const std::map<std::string, std::string>& m) {
 
 std::string literal_of(const toml::value& v) {
   switch (v.type()) {
-    case toml::value_t::boolean: return literal_of(v.as_boolean());
-    case toml::value_t::integer: return literal_of(static_cast<int64_t>(v.as_integer()));
-    case toml::value_t::floating: return literal_of(v.as_floating());
-    case toml::value_t::string: return literal_of(v.as_string().str);
+    case toml::value_t::boolean:
+      return literal_of(v.as_boolean());
+    case toml::value_t::integer:
+      return literal_of(static_cast<int64_t>(v.as_integer()));
+    case toml::value_t::floating:
+      return literal_of(v.as_floating());
+    case toml::value_t::string:
+      return literal_of(v.as_string().str);
     case toml::value_t::array: {
       std::string out = "[";
       const auto& a = v.as_array();
@@ -89,7 +93,8 @@ std::string literal_of(const toml::value& v) {
       }
       return out + " }";
     }
-    default: return toml::format(v);
+    default:
+      return toml::format(v);
   }
 }
 

@@ -21,19 +21,21 @@ namespace {
 namespace fs = std::filesystem;
 
 using SweepParams = std::vector<std::pair<std::string, std::vector<std::string>>>;
-using Value = std::variant<bool, int64_t, double, std::string, std::vector<std::string>,
-                           std::vector<int64_t>, std::vector<double>,
-                           std::map<std::string, std::string>, SweepParams>;
+using Value =
+    std::variant<bool, int64_t, double, std::string, std::vector<std::string>, std::vector<int64_t>,
+                 std::vector<double>, std::map<std::string, std::string>, SweepParams>;
 
 struct Typed {
   Value value;
   Origin origin;
+  std::map<std::string, Origin> items;  // per-entry origins of a table value
 };
 
 // One layer of raw values (a file or the overrides), keyed by dotted path.
 struct Raw {
   toml::value value;
   Origin origin;
+  std::map<std::string, Origin> items;  // per-entry origins of a table value (job.env)
 };
 using Layer = std::map<std::string, Raw>;
 
@@ -50,12 +52,17 @@ void report_unknown(const std::string& path, const Origin& origin, DiagnosticSin
                                 : "did you mean " + quote(suggestion) + "?");
 }
 
-void flatten(const Document& doc, const toml::value& table, const std::string& prefix,
-             Layer& out, DiagnosticSink& sink) {
+void flatten(const Document& doc, const toml::value& table, const std::string& prefix, Layer& out,
+             DiagnosticSink& sink) {
   for (const auto& [key, value] : table.as_table()) {
     const std::string path = join_path(prefix, key);
-    if (find_field(path)) {
-      out[path] = Raw{value, doc.origin_of(value, key)};
+    if (const Field* f = find_field(path)) {
+      Raw raw{value, doc.origin_of(value, key), {}};
+      if ((f->type == Type::kStringMap || f->type == Type::kSweepMap) && value.is_table()) {
+        for (const auto& [name, item] : value.as_table())
+          raw.items[name] = doc.origin_of(item, name);
+      }
+      out[path] = raw;
     } else if (is_table(path)) {
       if (value.is_table()) {
         flatten(doc, value, path, out, sink);
@@ -70,14 +77,22 @@ void flatten(const Document& doc, const toml::value& table, const std::string& p
 
 const char* toml_type(const toml::value& v) {
   switch (v.type()) {
-    case toml::value_t::boolean: return "boolean";
-    case toml::value_t::integer: return "integer";
-    case toml::value_t::floating: return "number";
-    case toml::value_t::string: return "string";
-    case toml::value_t::array: return "list";
-    case toml::value_t::table: return "table";
-    case toml::value_t::empty: return "nothing";
-    default: return "date/time";
+    case toml::value_t::boolean:
+      return "boolean";
+    case toml::value_t::integer:
+      return "integer";
+    case toml::value_t::floating:
+      return "number";
+    case toml::value_t::string:
+      return "string";
+    case toml::value_t::array:
+      return "list";
+    case toml::value_t::table:
+      return "table";
+    case toml::value_t::empty:
+      return "nothing";
+    default:
+      return "date/time";
   }
 }
 
@@ -91,24 +106,36 @@ bool matches_charset(const std::string& s, Charset charset) {
   static const std::regex kConstraint("[A-Za-z0-9_.&|,()*!:\\[\\]-]+");
   static const std::regex kMemory("[0-9]+[KMGT]?");
   switch (charset) {
-    case Charset::kFree: return true;
-    case Charset::kName: return std::regex_match(s, kName);
-    case Charset::kModule: return std::regex_match(s, kModule);
-    case Charset::kPath: return std::regex_match(s, kPath);
-    case Charset::kConstraint: return std::regex_match(s, kConstraint);
-    case Charset::kMemory: return std::regex_match(s, kMemory);
+    case Charset::kFree:
+      return true;
+    case Charset::kName:
+      return std::regex_match(s, kName);
+    case Charset::kModule:
+      return std::regex_match(s, kModule);
+    case Charset::kPath:
+      return std::regex_match(s, kPath);
+    case Charset::kConstraint:
+      return std::regex_match(s, kConstraint);
+    case Charset::kMemory:
+      return std::regex_match(s, kMemory);
   }
   return false;
 }
 
 std::string_view charset_words(Charset charset) {
   switch (charset) {
-    case Charset::kName: return "letters, digits, '.', '_' and '-', starting with a letter or digit";
-    case Charset::kModule: return "letters, digits and . _ + / @ -";
-    case Charset::kPath: return "letters, digits and . _ + @ , = : / ~ - (no spaces, quotes or %)";
-    case Charset::kConstraint: return "letters, digits and _ . & | , ( ) * ! : [ ] -";
-    case Charset::kMemory: return "a number with an optional K, M, G or T suffix";
-    case Charset::kFree: break;
+    case Charset::kName:
+      return "letters, digits, '.', '_' and '-', starting with a letter or digit";
+    case Charset::kModule:
+      return "letters, digits and . _ + / @ -";
+    case Charset::kPath:
+      return "letters, digits and . _ + @ , = : / ~ - (no spaces, quotes or %)";
+    case Charset::kConstraint:
+      return "letters, digits and _ . & | , ( ) * ! : [ ] -";
+    case Charset::kMemory:
+      return "a number with an optional K, M, G or T suffix";
+    case Charset::kFree:
+      break;
   }
   return "any text";
 }
@@ -211,8 +238,8 @@ void type_mismatch(const Field& f, const toml::value& v, const std::string& key,
   } else if (f.type == Type::kInt && v.is_string()) {
     hint = "remove the quotes";
   }
-  sink.error(origin, key,
-             "expected " + std::string(type_name(f.type)) + ", got " + toml_type(v), hint);
+  sink.error(origin, key, "expected " + std::string(type_name(f.type)) + ", got " + toml_type(v),
+             hint);
 }
 
 std::optional<std::vector<std::string>> string_list(const Field& f, const toml::value& v,
@@ -237,8 +264,13 @@ std::optional<std::vector<std::string>> string_list(const Field& f, const toml::
 }
 
 std::optional<Value> convert(const Field& f, const toml::value& v, const Origin& origin,
-                             DiagnosticSink& sink) {
+                             DiagnosticSink& sink,
+                             const std::map<std::string, Origin>& items = {}) {
   const std::string key(f.path);
+  auto item_origin = [&](const std::string& name) -> const Origin& {
+    auto it = items.find(name);
+    return it == items.end() ? origin : it->second;
+  };
   switch (f.type) {
     case Type::kString:
       if (!v.is_string()) break;
@@ -252,8 +284,7 @@ std::optional<Value> convert(const Field& f, const toml::value& v, const Origin&
       return Value(static_cast<int64_t>(v.as_integer()));
     case Type::kFloat: {
       if (!v.is_floating() && !v.is_integer()) break;
-      const double d =
-          v.is_floating() ? v.as_floating() : static_cast<double>(v.as_integer());
+      const double d = v.is_floating() ? v.as_floating() : static_cast<double>(v.as_integer());
       if (!check_range(f, d, key, origin, sink)) return std::nullopt;
       return Value(d);
     }
@@ -292,7 +323,8 @@ std::optional<Value> convert(const Field& f, const toml::value& v, const Origin&
       std::vector<int64_t> out;
       for (const auto& item : v.as_array()) {
         if (!item.is_integer()) {
-          sink.error(origin, key, std::string("list items must be integers, got ") + toml_type(item));
+          sink.error(origin, key,
+                     std::string("list items must be integers, got ") + toml_type(item));
           return std::nullopt;
         }
         out.push_back(item.as_integer());
@@ -304,11 +336,12 @@ std::optional<Value> convert(const Field& f, const toml::value& v, const Origin&
       std::vector<double> out;
       for (const auto& item : v.as_array()) {
         if (!item.is_floating() && !item.is_integer()) {
-          sink.error(origin, key, std::string("list items must be numbers, got ") + toml_type(item));
+          sink.error(origin, key,
+                     std::string("list items must be numbers, got ") + toml_type(item));
           return std::nullopt;
         }
-        const double d = item.is_floating() ? item.as_floating()
-                                            : static_cast<double>(item.as_integer());
+        const double d =
+            item.is_floating() ? item.as_floating() : static_cast<double>(item.as_integer());
         if (!std::isfinite(d)) {
           sink.error(origin, key, "list items must be finite numbers");
           return std::nullopt;
@@ -323,13 +356,13 @@ std::optional<Value> convert(const Field& f, const toml::value& v, const Origin&
       for (const auto& [name, item] : v.as_table()) {
         const std::string item_key = key + "." + name;
         if (!item.is_string()) {
-          sink.error(origin, item_key,
+          sink.error(item_origin(name), item_key,
                      std::string("environment values are strings, got ") + toml_type(item),
                      "quote the value");
           continue;
         }
         // A bad value drops only its own entry, so the names are still checked.
-        if (check_text(item.as_string().str, item_key, origin, sink)) {
+        if (check_text(item.as_string().str, item_key, item_origin(name), sink)) {
           out[name] = item.as_string().str;
         }
       }
@@ -340,7 +373,8 @@ std::optional<Value> convert(const Field& f, const toml::value& v, const Origin&
       SweepParams out;
       for (const auto& [name, item] : v.as_table()) {
         if (!item.is_array() || item.as_array().empty()) {
-          sink.error(origin, key + "." + quote(name), "must be a non-empty list of values");
+          sink.error(item_origin(name), key + "." + quote(name),
+                     "must be a non-empty list of values");
           return std::nullopt;
         }
         std::vector<std::string> values;
@@ -387,8 +421,8 @@ void apply_override(const std::string& arg, const Origin& origin, Layer& layer,
     report_unknown(path, origin, sink);
     return;
   }
-  const bool wants_string = field->type == Type::kString || field->type == Type::kPathList ||
-                            !env_name.empty();
+  const bool wants_string =
+      field->type == Type::kString || field->type == Type::kPathList || !env_name.empty();
   toml::value value;
   bool parsed = false;
   try {
@@ -402,21 +436,21 @@ void apply_override(const std::string& arg, const Origin& origin, Layer& layer,
     parsed = true;
   }
   if (!parsed) {
-    sink.error(origin, path, "cannot read " + quote(text) + " as " +
-                                 std::string(type_name(field->type)),
+    sink.error(origin, path,
+               "cannot read " + quote(text) + " as " + std::string(type_name(field->type)),
                "write the value as in TOML, e.g. [\"a\", \"b\"] for a list");
     return;
   }
   if (!env_name.empty()) {
-    toml::value table{toml::table{}};
+    toml::value table = toml::table{};
     if (auto it = layer.find("job.env"); it != layer.end() && it->second.value.is_table()) {
       table = it->second.value;
     }
     table.as_table()[env_name] = value;
-    layer["job.env"] = Raw{table, origin};
+    layer["job.env"] = Raw{table, origin, {}};
     return;
   }
-  layer[path] = Raw{value, origin};
+  layer[path] = Raw{value, origin, {}};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -442,14 +476,14 @@ Typedmap merge(const Layer& profile, const Layer& file, const Layer& overrides,
     std::vector<Typed> layers;
     if (f.presence == Presence::kDefault) {
       if (auto v = convert(f, default_value(f), Origin::default_value(), sink)) {
-        layers.push_back({*v, Origin::default_value()});
+        layers.push_back({*v, Origin::default_value(), {}});
       }
     }
     for (const Layer* layer : {&profile, &file, &overrides}) {
       auto it = layer->find(key);
       if (it == layer->end()) continue;
-      if (auto v = convert(f, it->second.value, it->second.origin, sink)) {
-        layers.push_back({*v, it->second.origin});
+      if (auto v = convert(f, it->second.value, it->second.origin, sink, it->second.items)) {
+        layers.push_back({*v, it->second.origin, it->second.items});
       }
     }
     if (layers.empty()) continue;
@@ -460,6 +494,8 @@ Typedmap merge(const Layer& profile, const Layer& file, const Layer& overrides,
       for (const auto& l : layers) {
         for (const auto& [k, v] : std::get<std::map<std::string, std::string>>(l.value)) {
           merged[k] = v;
+          auto at = l.items.find(k);
+          result.items[k] = at == l.items.end() ? l.origin : at->second;
         }
       }
       result.value = merged;
@@ -481,23 +517,36 @@ Typedmap merge(const Layer& profile, const Layer& file, const Layer& overrides,
 
 const std::set<std::string>& managed_sbatch_options() {
   static const std::set<std::string> kManaged = {
-      "job-name", "output", "error", "open-mode", "requeue", "no-requeue", "signal", "array",
-      "nodes", "ntasks", "ntasks-per-node", "gpus-per-node", "cpus-per-task", "time", "account",
-      "partition", "qos", "mem", "constraint", "exclusive", "chdir", "wrap", "parsable", "wait",
-      "export", "export-file", "test-only", "batch", "container"};
+      "job-name",        "output",        "error",         "open-mode",  "requeue",
+      "no-requeue",      "signal",        "array",         "nodes",      "ntasks",
+      "ntasks-per-node", "gpus-per-node", "cpus-per-task", "time",       "account",
+      "partition",       "qos",           "mem",           "constraint", "exclusive",
+      "chdir",           "wrap",          "parsable",      "wait",       "export",
+      "export-file",     "test-only",     "batch",         "container"};
   return kManaged;
 }
 
 std::string which_key_manages(const std::string& option) {
   static const std::map<std::string, std::string> kKeys = {
-      {"job-name", "job.name"}, {"nodes", "job.nodes"}, {"ntasks-per-node", "job.tasks_per_node"},
-      {"ntasks", "job.nodes and job.tasks_per_node"}, {"gpus-per-node", "job.gpus_per_node"},
-      {"cpus-per-task", "job.cpus_per_task"}, {"time", "job.time"}, {"account", "job.account"},
-      {"partition", "job.partition"}, {"qos", "job.qos"}, {"mem", "job.mem"},
-      {"constraint", "job.constraint"}, {"exclusive", "job.exclusive"},
+      {"job-name", "job.name"},
+      {"nodes", "job.nodes"},
+      {"ntasks-per-node", "job.tasks_per_node"},
+      {"ntasks", "job.nodes and job.tasks_per_node"},
+      {"gpus-per-node", "job.gpus_per_node"},
+      {"cpus-per-task", "job.cpus_per_task"},
+      {"time", "job.time"},
+      {"account", "job.account"},
+      {"partition", "job.partition"},
+      {"qos", "job.qos"},
+      {"mem", "job.mem"},
+      {"constraint", "job.constraint"},
+      {"exclusive", "job.exclusive"},
       {"signal", "preemption.signal and preemption.signal_lead_s"},
-      {"requeue", "preemption.enabled"}, {"no-requeue", "preemption.enabled"},
-      {"array", "[sweep]"}, {"output", "job.run_dir"}, {"error", "job.run_dir"},
+      {"requeue", "preemption.enabled"},
+      {"no-requeue", "preemption.enabled"},
+      {"array", "[sweep]"},
+      {"output", "job.run_dir"},
+      {"error", "job.run_dir"},
       {"chdir", "job.run_dir"}};
   auto it = kKeys.find(option);
   return it == kKeys.end() ? std::string() : it->second;
@@ -522,14 +571,36 @@ void check_extra_sbatch(const Typed& t, DiagnosticSink& sink) {
 }
 
 bool is_reserved(const std::string& name) {
-  static const std::set<std::string> kExact = {
-      "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "IFS", "BASH_ENV", "ENV",
-      "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "CDPATH", "GLOBIGNORE", "HOSTNAME",
-      "TMPDIR", "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-      "MASTER_ADDR", "MASTER_PORT", "GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES"};
-  static const std::vector<std::string> kPrefixes = {"SLURM_", "SBATCH_", "SRUN_", "SALLOC_",
-                                                     "PMIX_", "PMI_", "OMPI_", "LD_", "BASH_FUNC_",
-                                                     "HPCTRAIN_", "MUNGE_"};
+  static const std::set<std::string> kExact = {"PATH",
+                                               "HOME",
+                                               "USER",
+                                               "LOGNAME",
+                                               "SHELL",
+                                               "PWD",
+                                               "OLDPWD",
+                                               "IFS",
+                                               "BASH_ENV",
+                                               "ENV",
+                                               "SHELLOPTS",
+                                               "BASHOPTS",
+                                               "PS4",
+                                               "PROMPT_COMMAND",
+                                               "CDPATH",
+                                               "GLOBIGNORE",
+                                               "HOSTNAME",
+                                               "TMPDIR",
+                                               "CUDA_VISIBLE_DEVICES",
+                                               "RANK",
+                                               "WORLD_SIZE",
+                                               "LOCAL_RANK",
+                                               "LOCAL_WORLD_SIZE",
+                                               "MASTER_ADDR",
+                                               "MASTER_PORT",
+                                               "GPU_DEVICE_ORDINAL",
+                                               "ROCR_VISIBLE_DEVICES"};
+  static const std::vector<std::string> kPrefixes = {"SLURM_",     "SBATCH_",   "SRUN_", "SALLOC_",
+                                                     "PMIX_",      "PMI_",      "OMPI_", "LD_",
+                                                     "BASH_FUNC_", "HPCTRAIN_", "MUNGE_"};
   if (kExact.count(name)) return true;
   for (const auto& p : kPrefixes) {
     if (name.rfind(p, 0) == 0) return true;
@@ -540,17 +611,19 @@ bool is_reserved(const std::string& name) {
 void check_env(const Typed& t, DiagnosticSink& sink) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   for (const auto& [name, value] : std::get<std::map<std::string, std::string>>(t.value)) {
+    auto at = t.items.find(name);
+    const Origin& origin = at == t.items.end() ? t.origin : at->second;
     if (!std::regex_match(name, kName) || name.size() > 256) {
-      sink.error(t.origin, "job.env." + name, "not a valid environment variable name",
+      sink.error(origin, "job.env." + name, "not a valid environment variable name",
                  "letters, digits and '_', not starting with a digit");
     } else if (is_reserved(name)) {
-      sink.error(t.origin, "job.env." + name,
+      sink.error(origin, "job.env." + name,
                  "reserved: set by Slurm, the MPI/PMIx launcher, the shell, the dynamic loader or "
                  "hpctrain itself",
                  "choose another variable; to load software use job.modules");
     }
     if (value.size() > 32768) {
-      sink.error(t.origin, "job.env." + name, "value longer than 32768 bytes");
+      sink.error(origin, "job.env." + name, "value longer than 32768 bytes");
     }
   }
 }
@@ -621,15 +694,15 @@ Spec build(const Typedmap& m, const fs::path& spec_dir, const LoadOptions& optio
     j.time_seconds = *secs;
     j.time = format_slurm_time(*secs);
   } else {
-    sink.error(origin_of(m, "job.time"), "job.time", quote(time_text) + " is not a Slurm time limit",
+    sink.error(origin_of(m, "job.time"), "job.time",
+               quote(time_text) + " is not a Slurm time limit",
                "use minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, e.g. \"12:00:00\"");
   }
 
   if (auto rd = get_opt<std::string>(m, "job.run_dir")) {
     const std::string expanded = expand_name(*rd, j.name);
     if (expanded.find_first_of("{}") != std::string::npos) {
-      sink.error(origin_of(m, "job.run_dir"), "job.run_dir",
-                 "only {name} may appear in braces");
+      sink.error(origin_of(m, "job.run_dir"), "job.run_dir", "only {name} may appear in braces");
     } else if (expanded.empty() || expanded[0] != '/') {
       sink.error(origin_of(m, "job.run_dir"), "job.run_dir", "must be an absolute path",
                  "use a directory on the shared filesystem, e.g. /scratch/$USER/runs/{name}");
@@ -758,9 +831,8 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
     if (s.data.synthetic_samples < per_step) {
       sink.error(origin_of(m, "train.batch_size"), "train.batch_size",
                  "an epoch of " + std::to_string(s.data.synthetic_samples) +
-                     " synthetic samples has no full global batch of " +
-                     std::to_string(per_step) + " (batch_size x " +
-                     std::to_string(j.world_size()) + " ranks)",
+                     " synthetic samples has no full global batch of " + std::to_string(per_step) +
+                     " (batch_size x " + std::to_string(j.world_size()) + " ranks)",
                  "raise data.synthetic_samples or lower batch_size");
     }
   }
@@ -808,8 +880,9 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
   auto check_files = [&](const std::vector<std::string>& patterns, const std::string& key) {
     for (const auto& pattern : patterns) {
       if (glob_count(pattern) == 0) {
-        sink.error(origin_of(m, key), key, "no file matches " + quote(pattern),
-                   "paths are relative to the spec file; data must exist when the job is submitted");
+        sink.error(
+            origin_of(m, key), key, "no file matches " + quote(pattern),
+            "paths are relative to the spec file; data must exist when the job is submitted");
       }
     }
   };
@@ -878,8 +951,8 @@ Spec resolve_layers(const Inputs& in, const LoadOptions& options, DiagnosticSink
                "every job needs a name: [job] name = \"...\"");
   }
   if (!given("job.run_dir")) {
-    sink.error(Origin{options.spec_file.string(), 0, 0, {}}, "job.run_dir",
-               "missing required key", "where the run lives: [job] run_dir = \"/scratch/...\"");
+    sink.error(Origin{options.spec_file.string(), 0, 0, {}}, "job.run_dir", "missing required key",
+               "where the run lives: [job] run_dir = \"/scratch/...\"");
   }
   // A key whose value was refused falls back to its default, so the checks across keys still
   // run and every problem is reported at once; their findings about keys that already have an
@@ -923,9 +996,11 @@ Layer load_profile(const std::string& name, const Origin& origin, const LoadOpti
     return layer;
   }
   std::string searched;
-  for (const auto& dir : options.profile_dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
-  sink.error(origin, "job.profile", "no site profile " + quote(name),
-             "looked for " + name + ".toml in: " + (searched.empty() ? "(no directories)" : searched));
+  for (const auto& dir : options.profile_dirs)
+    searched += (searched.empty() ? "" : ", ") + dir.string();
+  sink.error(
+      origin, "job.profile", "no site profile " + quote(name),
+      "looked for " + name + ".toml in: " + (searched.empty() ? "(no directories)" : searched));
   return layer;
 }
 
@@ -1008,7 +1083,9 @@ Resolved load(const LoadOptions& options) {
   Inputs in;
   const Document doc = read_document(options.spec_file);  // throws on unreadable files
   in.spec_dir = fs::absolute(options.spec_file).parent_path();
-  if (!doc.root.is_table()) throw SpecError({Diagnostic{Severity::kError, Origin{doc.path, 0, 0, {}}, {}, "not a TOML table", {}}});
+  if (!doc.root.is_table())
+    throw SpecError(
+        {Diagnostic{Severity::kError, Origin{doc.path, 0, 0, {}}, {}, "not a TOML table", {}}});
   flatten(doc, doc.root, "", in.file, sink);
   for (const auto& arg : options.overrides) {
     apply_override(arg, Origin::override_arg(arg), in.overrides, sink);
@@ -1028,13 +1105,13 @@ Resolved load(const LoadOptions& options) {
     if (check_string(*f, *profile, "job.profile", profile_origin, sink)) {
       in.profile = load_profile(*profile, profile_origin, options, sink);
     }
-    in.overrides["job.profile"] = Raw{toml::value(*profile), profile_origin};
+    in.overrides["job.profile"] = Raw{toml::value(*profile), profile_origin, {}};
   }
   Resolved out;
   out.spec = resolve_layers(in, options, sink);
   if (!sink.has_errors() && out.spec.is_array()) {
-    Origin sweep_origin = in.file.count("sweep.params") ? in.file.at("sweep.params").origin
-                                                         : Origin{};
+    Origin sweep_origin =
+        in.file.count("sweep.params") ? in.file.at("sweep.params").origin : Origin{};
     out.tasks = expand_sweep(out.spec, in, {}, options, sweep_origin, sink);
   }
   auto located = [&](std::vector<Diagnostic> all) {

@@ -40,7 +40,8 @@ constexpr auto kDef = Presence::kDefault;
 std::vector<Field> make_fields() {
   return {
       // [job]: the Slurm allocation and the script around the worker.
-      str("job.name", kReq, {}, Charset::kName, "Job name (Slurm --job-name); also {name} in run_dir."),
+      str("job.name", kReq, {}, Charset::kName,
+          "Job name (Slurm --job-name); also {name} in run_dir."),
       str("job.profile", kOpt, {}, Charset::kName,
           "Site profile from sbatch/profiles/NAME.toml supplying defaults (--profile overrides)."),
       str("job.account", kOpt, {}, Charset::kName, "Slurm account to charge (--account)."),
@@ -51,7 +52,8 @@ std::vector<Field> make_fields() {
               "Ranks per node (--ntasks-per-node); equals gpus_per_node on GPU jobs."),
       integer("job.gpus_per_node", kDef, "0", 0, 64, "GPUs per node (--gpus-per-node); 0 for CPU."),
       integer("job.cpus_per_task", kDef, "1", 1, 4096, "CPU cores per rank (--cpus-per-task)."),
-      str("job.mem", kOpt, {}, Charset::kMemory, "Memory per node (--mem), e.g. \"64G\"; \"0\" = all."),
+      str("job.mem", kOpt, {}, Charset::kMemory,
+          "Memory per node (--mem), e.g. \"64G\"; \"0\" = all."),
       str("job.time", kDef, "\"01:00:00\"", Charset::kFree,
           "Time limit: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
       str("job.constraint", kOpt, {}, Charset::kConstraint, "Node features (--constraint)."),
@@ -81,7 +83,8 @@ std::vector<Field> make_fields() {
             "Validation HDF5 file(s), same forms as train."),
       boolean("data.synthetic", "false",
               "Generate random data instead of reading files (benchmarks and smoke tests)."),
-      integer("data.synthetic_samples", kDef, "1024", 1, 1e9, "Samples per epoch of synthetic data."),
+      integer("data.synthetic_samples", kDef, "1024", 1, 1e9,
+              "Samples per epoch of synthetic data."),
       integer("data.synthetic_image_size", kDef, "32", 8, 1024, "Side of synthetic images."),
       integer("data.workers", kDef, "4", 0, 256, "Loader threads per rank."),
       integer("data.prefetch_batches", kDef, "4", 1, 256, "Batches prepared ahead per rank."),
@@ -98,10 +101,12 @@ std::vector<Field> make_fields() {
       // [model]
       choice("model.arch", "\"resnet18\"", "resnet18|resnet34|resnet50|resnet101|resnet152|alexnet",
              "Network architecture (torchvision's parameter names)."),
-      choice("model.stem", "\"imagenet\"", "imagenet|cifar",
-             "ResNet stem: 7x7/stride 2 + max-pool (imagenet) or 3x3/stride 1 (cifar, small images)."),
+      choice(
+          "model.stem", "\"imagenet\"", "imagenet|cifar",
+          "ResNet stem: 7x7/stride 2 + max-pool (imagenet) or 3x3/stride 1 (cifar, small images)."),
       integer("model.num_classes", kDef, "1000", 2, 1000000, "Number of output classes."),
-      boolean("model.zero_init_residual", "false", "Zero-initialise each residual branch's last BN."),
+      boolean("model.zero_init_residual", "false",
+              "Zero-initialise each residual branch's last BN."),
 
       // [train]
       integer("train.epochs", kDef, "1", 1, 100000, "Passes over the training set."),
@@ -110,11 +115,13 @@ std::vector<Field> make_fields() {
       choice("train.precision", "\"fp32\"", "fp32|fp16|bf16",
              "fp16 uses dynamic loss scaling; bf16 needs none."),
       boolean("train.channels_last", "false", "NHWC memory format for convolutions."),
-      integer("train.seed", kDef, "42", 0, 9007199254740991.0, "Seed for weights, shuffling, augmentation."),
+      integer("train.seed", kDef, "42", 0, 9007199254740991.0,
+              "Seed for weights, shuffling, augmentation."),
       real("train.label_smoothing", kDef, "0.0", 0.0, 0.999, "Cross-entropy label smoothing."),
       real("train.grad_clip_norm", kOpt, {}, 0.0, kInf, "Clip the global gradient norm."),
       integer("train.log_every_steps", kDef, "50", 1, 1e9, "Steps between metrics lines."),
-      integer("train.eval_every_epochs", kDef, "1", 0, 100000, "Epochs between validations; 0 = never."),
+      integer("train.eval_every_epochs", kDef, "1", 0, 100000,
+              "Epochs between validations; 0 = never."),
       real("train.bucket_mb", kDef, "25.0", 0.0625, 4096,
            "Gradient all-reduce bucket size in MiB (as PyTorch DDP's bucket_cap_mb)."),
       choice("train.grad_compression", "\"none\"", "none|fp16|bf16",
@@ -134,7 +141,8 @@ std::vector<Field> make_fields() {
       real("train.optimizer.eps", kDef, "1e-08", 0.0, 1.0, "AdamW epsilon."),
       choice("train.schedule.name", "\"cosine\"", "constant|cosine|step|multistep",
              "Learning-rate schedule after warmup."),
-      real("train.schedule.warmup_epochs", kDef, "0.0", 0.0, 1000, "Linear warmup length in epochs."),
+      real("train.schedule.warmup_epochs", kDef, "0.0", 0.0, 1000,
+           "Linear warmup length in epochs."),
       integer("train.schedule.step_size", kDef, "30", 1, 1e9, "Epochs between decays (step)."),
       typed("train.schedule.milestones", Type::kIntList, kDef, "[]", Charset::kFree,
             "Epochs at which to decay (multistep), increasing."),
@@ -146,8 +154,10 @@ std::vector<Field> make_fields() {
               "Global batch size the configured lr is meant for."),
 
       // [checkpoint]
-      integer("checkpoint.every_steps", kDef, "1000", 0, 1e12, "Checkpoint every N steps; 0 = off."),
-      real("checkpoint.every_minutes", kDef, "0.0", 0.0, 1e6, "Checkpoint every N minutes; 0 = off."),
+      integer("checkpoint.every_steps", kDef, "1000", 0, 1e12,
+              "Checkpoint every N steps; 0 = off."),
+      real("checkpoint.every_minutes", kDef, "0.0", 0.0, 1e6,
+           "Checkpoint every N minutes; 0 = off."),
       integer("checkpoint.keep_last", kDef, "3", 2, 1000,
               "Committed checkpoints to keep (at least 2, so a damaged newest has a fallback)."),
       boolean("checkpoint.async", "false", "Write checkpoints in the background."),
@@ -169,7 +179,8 @@ std::vector<Field> make_fields() {
       // [sweep]
       choice("sweep.mode", "\"grid\"", "grid|zip",
              "grid: every combination of params; zip: the i-th value of each."),
-      integer("sweep.max_parallel", kDef, "0", 0, 1000, "Array tasks running at once; 0 = no limit."),
+      integer("sweep.max_parallel", kDef, "0", 0, 1000,
+              "Array tasks running at once; 0 = no limit."),
       typed("sweep.params", Type::kSweepMap, kOpt, {}, Charset::kFree,
             "Dotted spec key -> list of values; each array task gets one combination."),
   };
@@ -179,8 +190,8 @@ std::vector<Field> make_fields() {
 
 const std::vector<std::string_view>& tables() {
   static const std::vector<std::string_view> kTables = {
-      "job",   "job.container",   "data",           "model",      "train",
-      "train.optimizer", "train.schedule", "checkpoint", "preemption", "sweep"};
+      "job",        "job.container", "data", "model", "train", "train.optimizer", "train.schedule",
+      "checkpoint", "preemption",    "sweep"};
   return kTables;
 }
 
@@ -203,16 +214,26 @@ bool is_table(std::string_view path) {
 
 std::string_view type_name(Type type) {
   switch (type) {
-    case Type::kString: return "string";
-    case Type::kInt: return "integer";
-    case Type::kFloat: return "number";
-    case Type::kBool: return "boolean";
-    case Type::kStringList: return "list of strings";
-    case Type::kIntList: return "list of integers";
-    case Type::kFloatList: return "list of numbers";
-    case Type::kStringMap: return "table of strings";
-    case Type::kPathList: return "string or list of strings";
-    case Type::kSweepMap: return "table of lists";
+    case Type::kString:
+      return "string";
+    case Type::kInt:
+      return "integer";
+    case Type::kFloat:
+      return "number";
+    case Type::kBool:
+      return "boolean";
+    case Type::kStringList:
+      return "list of strings";
+    case Type::kIntList:
+      return "list of integers";
+    case Type::kFloatList:
+      return "list of numbers";
+    case Type::kStringMap:
+      return "table of strings";
+    case Type::kPathList:
+      return "string or list of strings";
+    case Type::kSweepMap:
+      return "table of lists";
   }
   return "value";
 }

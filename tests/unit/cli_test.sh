@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The hpctrain CLI as users run it: exit statuses (0 ok, 2 spec errors, 1 other failures),
+# messages that name the file, `init` output that passes `check`, deterministic `render`.
+set -uo pipefail
+hpctrain=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN CMD...: run CMD, check its exit status and that stderr+stdout match PATTERN.
+expect() {
+  local want=$1 pattern=$2; shift 2
+  local out status
+  out=$("$@" 2>&1); status=$?
+  [[ $status == "$want" ]] || fail "'$*' exited $status, want $want; output: $out"
+  [[ $out =~ $pattern ]] || fail "'$*' output does not match /$pattern/: $out"
+}
+
+expect 0 "hpctrain 0" "$hpctrain" --version
+expect 2 "required" "$hpctrain" check
+expect 2 "not expected|help" "$hpctrain" nosuchcommand
+expect 2 "missing.toml: error: no such file" "$hpctrain" check missing.toml
+
+# init writes a starter that passes check (the worker may not be built: skip path checks).
+expect 0 "wrote starter.toml" "$hpctrain" init starter.toml
+expect 1 "exists" "$hpctrain" init starter.toml
+expect 0 "starter.toml: ok" "$hpctrain" check --no-path-checks starter.toml
+expect 0 '\[job\]' "$hpctrain" init
+
+# Spec errors: exit 2, every problem, file:line:col.
+cat > bad.toml <<'TOML'
+[job]
+name = "x"
+run_dir = "/r"
+nodse = 2
+[train]
+epochs = -1
+[data]
+synthetic = true
+TOML
+expect 2 'bad.toml:4:1: error: \[job.nodse\] unknown key.*did you mean "job.nodes".*bad.toml:6:1: error: \[train.epochs\].*2 errors' \
+  "$hpctrain" check --no-path-checks bad.toml
+
+# A spec full of shell metacharacters renders, and the script is valid bash.
+cat > meta.toml <<'TOML'
+[job]
+name = "meta"
+run_dir = "/var/tmp/runs/{name}"
+env = { A = "$(touch pwned)", B = "`touch pwned`; echo '", C = "a|b&c>d" }
+[data]
+synthetic = true
+TOML
+expect 0 "" "$hpctrain" render meta.toml -o meta.sbatch
+bash -n meta.sbatch || fail "rendered script is not valid bash"
+grep -q "^export A='\$(touch pwned)'$" meta.sbatch || fail "A not single-quoted: $(grep 'export A' meta.sbatch)"
+[[ ! -e pwned ]] || fail "rendering executed something"
+# Determinism: rendering twice gives identical bytes.
+"$hpctrain" render meta.toml > a.sbatch && "$hpctrain" render meta.toml > b.sbatch
+cmp -s a.sbatch b.sbatch || fail "render is not deterministic"
+# The same spec with --set overrides.
+expect 0 "" "$hpctrain" render meta.toml --set job.nodes=3 -o three.sbatch
+grep -q '^#SBATCH --nodes=3$' three.sbatch || fail "--set job.nodes=3 not rendered"
+expect 2 "\-\-set job.nodes=zero" "$hpctrain" render meta.toml --set job.nodes=zero
+
+# submit --dry-run writes the run directory without Slurm; a different spec is refused after.
+sed -i "s|/var/tmp/runs/{name}|$tmp/runs/{name}|" meta.toml
+expect 0 "dry run" "$hpctrain" submit --dry-run --set job.worker=/bin/true meta.toml
+[[ -f runs/meta/spec.toml && -f runs/meta/job.sbatch && -d runs/meta/logs ]] || fail "dry run wrote no run dir"
+expect 1 "holds a different spec" "$hpctrain" submit --dry-run --set job.worker=/bin/true --set train.epochs=2 meta.toml
+expect 0 "replaced" "$hpctrain" submit --dry-run --force --set job.worker=/bin/true --set train.epochs=2 meta.toml
+expect 0 "not submitted" "$hpctrain" status runs/meta
+expect 1 "not a run directory" "$hpctrain" status "$tmp"
+expect 1 "no submitted job" "$hpctrain" cancel runs/meta
+
+# keys lists every key.
+expect 0 "job.run_dir" "$hpctrain" keys
+
+if (( failures )); then
+  echo "$failures failed"
+  exit 1
+fi
+echo "cli tests passed"

@@ -1,0 +1,132 @@
+// The run directory: atomic writes, frozen-spec protection, records read back.
+#include <gtest/gtest.h>
+
+#include "run/run_dir.hpp"
+#include "test_util.hpp"
+
+namespace hpctrain::run {
+namespace {
+
+using test::read_text;
+using test::TempDir;
+using test::write_text;
+
+spec::Resolved resolved_in(const TempDir& dir, const std::string& extra = {},
+                           std::vector<std::string> overrides = {}) {
+  write_text(dir / "spec.toml", "[job]\nname = \"t\"\nrun_dir = \"" + (dir / "run").string() +
+                                    "\"\n[data]\nsynthetic = true\n" + extra);
+  auto o = test::options_for(dir / "spec.toml");
+  o.overrides = std::move(overrides);
+  return spec::load(o);
+}
+
+TEST(RunDir, WriteFileAtomicReplacesWholeFilesAndLeavesNoTemporaries) {
+  TempDir dir;
+  write_file_atomic(dir / "f", "one");
+  write_file_atomic(dir / "f", "two");
+  EXPECT_EQ(read_text(dir / "f"), "two");
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : test::fs::directory_iterator(dir.path())) ++n;
+  EXPECT_EQ(n, 1u);
+  EXPECT_THROW(write_file_atomic(dir / "no/such/dir/f", "x"), RunDirError);
+}
+
+TEST(RunDir, PrepareWritesSpecScriptAndLogsDir) {
+  TempDir dir;
+  const auto r = resolved_in(dir);
+  const auto p = prepare(r, "#!/bin/bash\n", /*force=*/false);
+  EXPECT_EQ(p.script, dir / "run/job.sbatch");
+  EXPECT_EQ(read_text(dir / "run/spec.toml"), spec::freeze(r.spec));
+  EXPECT_EQ(read_text(p.script), "#!/bin/bash\n");
+  EXPECT_TRUE(test::fs::is_directory(dir / "run/logs"));
+  EXPECT_FALSE(p.spec_changed);
+  // Submitting the same spec again is fine (a resubmission of the same run).
+  EXPECT_NO_THROW(prepare(r, "#!/bin/bash\n", false));
+}
+
+TEST(RunDir, DifferentSpecIsRefusedWithoutForceAndKeptWithIt) {
+  TempDir dir;
+  const auto first = resolved_in(dir);
+  prepare(first, "s1", false);
+  const auto second = resolved_in(dir, "[train]\nepochs = 9\n");
+  try {
+    prepare(second, "s2", false);
+    FAIL() << "a different spec must be refused";
+  } catch (const RunDirError& e) {
+    EXPECT_NE(std::string(e.what()).find("--force"), std::string::npos);
+  }
+  EXPECT_EQ(read_text(dir / "run/spec.toml"), spec::freeze(first.spec)) << "must be untouched";
+  EXPECT_EQ(read_text(dir / "run/job.sbatch"), "s1");
+  const auto p = prepare(second, "s2", /*force=*/true);
+  EXPECT_TRUE(p.spec_changed);
+  EXPECT_EQ(read_text(dir / "run/spec.toml"), spec::freeze(second.spec));
+  EXPECT_EQ(read_text(dir / "run/spec.toml.replaced-1"), spec::freeze(first.spec));
+}
+
+TEST(RunDir, ArrayTasksGetTheirOwnDirectoriesAndSpecs) {
+  TempDir dir;
+  const auto r = resolved_in(dir, "[sweep.params]\n\"train.seed\" = [1, 2, 3]\n");
+  const auto p = prepare(r, "s", false);
+  EXPECT_EQ(p.array_tasks, 3u);
+  for (int i = 0; i < 3; ++i) {
+    const auto task = dir / ("run/task-00" + std::to_string(i));
+    const std::string frozen = read_text(task / "spec.toml");
+    EXPECT_NE(frozen.find("seed = " + std::to_string(i + 1) + "\n"), std::string::npos) << frozen;
+    EXPECT_NE(frozen.find("run_dir = \"" + task.string() + "\""), std::string::npos) << frozen;
+  }
+}
+
+TEST(RunDir, SubmissionsReadBackTheLatestAndSurviveATornLine) {
+  TempDir dir;
+  EXPECT_FALSE(last_submission(dir.path()));
+  record_submission(dir.path(), {"41", "2026-01-01T00:00:00Z", 0});
+  record_submission(dir.path(), {"42", "2026-01-02T00:00:00Z", 3});
+  // A crash mid-append leaves a partial line; the previous record stays in force.
+  std::ofstream(dir / "submissions.jsonl", std::ios::app) << "{\"job_id\":\"4";
+  const auto s = last_submission(dir.path());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->job_id, "42");
+  EXPECT_EQ(s->array_tasks, 3u);
+}
+
+TEST(RunDir, AttemptsLedger) {
+  TempDir dir;
+  write_text(dir / "attempts.jsonl",
+             "{\"job_id\":\"7\",\"array_task_id\":null,\"restart\":0,\"nodes\":\"n[1-2]\","
+             "\"start\":\"a\",\"end\":\"b\",\"exit_status\":75,\"reason\":\"requeued\","
+             "\"last_step\":200}\n"
+             "not json\n"
+             "{\"job_id\":\"7\",\"array_task_id\":null,\"restart\":1,\"nodes\":\"n1\","
+             "\"start\":\"c\",\"end\":\"d\",\"exit_status\":0,\"reason\":\"completed\","
+             "\"last_step\":null}\n");
+  size_t malformed = 0;
+  const auto a = read_attempts(dir.path(), &malformed);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(malformed, 1u);
+  EXPECT_EQ(a[0].reason, "requeued");
+  EXPECT_EQ(a[0].last_step, 200);
+  EXPECT_EQ(a[1].restart, 1);
+  EXPECT_FALSE(a[1].last_step);
+}
+
+TEST(RunDir, LastCommittedStepNeedsTheManifest) {
+  TempDir dir;
+  EXPECT_FALSE(last_committed_step(dir.path()));
+  write_text(dir / "checkpoints/step-000000100/manifest.json", "{}");
+  write_text(dir / "checkpoints/step-000000200/manifest.json", "{}");
+  write_text(dir / "checkpoints/step-000000300/model.bin", "partial");  // not committed
+  write_text(dir / "checkpoints/.tmp-step-000000400/manifest.json", "{}");
+  EXPECT_EQ(last_committed_step(dir.path()), 200);
+}
+
+TEST(RunDir, LastMetricsLineIgnoresALineBeingWritten) {
+  TempDir dir;
+  EXPECT_FALSE(last_metrics_line(dir.path()));
+  write_text(dir / "metrics.jsonl", "{\"step\":1}\n{\"step\":2}\n{\"step\":3");
+  EXPECT_EQ(last_metrics_line(dir.path()), "{\"step\":2}");
+  write_text(dir / "metrics.jsonl", "{\"step\":1}\n");
+  EXPECT_EQ(last_metrics_line(dir.path()), "{\"step\":1}");
+}
+
+}  // namespace
+}  // namespace hpctrain::run

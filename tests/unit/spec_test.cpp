@@ -1,0 +1,212 @@
+// Spec resolution: defaults, profiles, --set overrides, sweeps, freezing, time limits.
+#include <gtest/gtest.h>
+
+#include "spec/schema.hpp"
+#include "test_util.hpp"
+
+namespace hpctrain::spec {
+namespace {
+
+using test::minimal_spec;
+using test::options_for;
+using test::TempDir;
+using test::write_text;
+
+Resolved load_text(const TempDir& dir, const std::string& text,
+                   std::vector<std::string> overrides = {}) {
+  write_text(dir / "spec.toml", text);
+  auto o = options_for(dir / "spec.toml");
+  o.overrides = std::move(overrides);
+  return load(o);
+}
+
+TEST(Spec, DefaultsFillEveryDefaultedKey) {
+  TempDir dir;
+  const auto r = load_text(dir, minimal_spec());
+  const Spec& s = r.spec;
+  EXPECT_EQ(s.job.name, "t");
+  EXPECT_EQ(s.job.run_dir, "/var/tmp/runs/t");
+  EXPECT_EQ(s.job.nodes, 1);
+  EXPECT_EQ(s.job.time, "01:00:00");
+  EXPECT_EQ(s.job.time_seconds, 3600);
+  EXPECT_EQ(s.job.worker, "/opt/hpctrain/bin/hpctrain-worker");
+  EXPECT_EQ(s.train.precision, "fp32");
+  EXPECT_EQ(s.train.optimizer.betas, (std::vector<double>{0.9, 0.999}));
+  EXPECT_EQ(s.preemption.signal, "USR2");
+  EXPECT_EQ(s.checkpoint.keep_last, 3);
+  EXPECT_FALSE(s.is_array());
+  for (const auto& f : fields()) {
+    if (f.presence == Presence::kDefault) {
+      EXPECT_TRUE(s.literals.count(std::string(f.path))) << f.path;
+    }
+  }
+}
+
+TEST(Spec, EveryDefaultPassesItsOwnChecks) {
+  // A default outside its own range or choices would make every spec fail.
+  TempDir dir;
+  EXPECT_NO_THROW(load_text(dir, minimal_spec()));
+}
+
+TEST(Spec, RelativePathsResolveAgainstTheSpecFile) {
+  TempDir dir;
+  const auto r = load_text(dir,
+                           "[job]\nname = \"t\"\nrun_dir = \"/r\"\nworker = \"bin/w\"\n"
+                           "[data]\ntrain = [\"d/a-*.h5\", \"/abs/b.h5\"]\nval = \"v.h5\"\n");
+  EXPECT_EQ(r.spec.job.worker, (dir.path() / "bin/w").string());
+  EXPECT_EQ(r.spec.data.train,
+            (std::vector<std::string>{(dir.path() / "d/a-*.h5").string(), "/abs/b.h5"}));
+  EXPECT_EQ(r.spec.data.val, std::vector<std::string>{(dir.path() / "v.h5").string()});
+}
+
+TEST(Spec, OverridesWinAndParseByType) {
+  TempDir dir;
+  const auto r =
+      load_text(dir, minimal_spec("[train]\nepochs = 3\n"),
+                {"train.epochs=7", "job.name=run7", "job.modules=[\"a\", \"b/1.0\"]",
+                 "train.optimizer.lr = 0.25", "job.env.FOO=bar baz", "job.exclusive=true"});
+  EXPECT_EQ(r.spec.train.epochs, 7);
+  EXPECT_EQ(r.spec.job.name, "run7");
+  EXPECT_EQ(r.spec.job.run_dir, "/var/tmp/runs/run7");  // {name} expands after overrides
+  EXPECT_EQ(r.spec.job.modules, (std::vector<std::string>{"a", "b/1.0"}));
+  EXPECT_DOUBLE_EQ(r.spec.train.optimizer.lr, 0.25);
+  EXPECT_EQ(r.spec.job.env.at("FOO"), "bar baz");
+  EXPECT_TRUE(r.spec.job.exclusive);
+}
+
+TEST(Spec, StringOverrideKeepsTextThatLooksLikeANumber) {
+  TempDir dir;
+  const auto r = load_text(dir, minimal_spec(), {"job.account=12345", "job.env.N=007"});
+  EXPECT_EQ(r.spec.job.account, "12345");
+  EXPECT_EQ(r.spec.job.env.at("N"), "007");
+}
+
+TEST(Spec, ProfileSuppliesDefaultsTheSpecOverrides) {
+  TempDir dir;
+  write_text(dir / "profiles/site.toml",
+             "[job]\npartition = \"gpu\"\naccount = \"site\"\nmodules = [\"cuda\"]\n"
+             "extra_sbatch = [\"--hint=nomultithread\"]\nenv = { A = \"1\", B = \"2\" }\n");
+  write_text(
+      dir / "spec.toml",
+      "[job]\nname = \"t\"\nrun_dir = \"/r\"\nprofile = \"site\"\naccount = \"mine\"\n"
+      "extra_sbatch = [\"--gres-flags=enforce-binding\"]\nenv = { B = \"spec\", C = \"3\" }\n"
+      "[data]\nsynthetic = true\n");
+  auto o = options_for(dir / "spec.toml");
+  o.profile_dirs = {dir / "nonexistent", dir / "profiles"};
+  const auto r = load(o);
+  EXPECT_EQ(r.spec.job.partition, "gpu");
+  EXPECT_EQ(r.spec.job.account, "mine");
+  EXPECT_EQ(r.spec.job.modules, std::vector<std::string>{"cuda"});
+  EXPECT_EQ(r.spec.job.extra_sbatch,
+            (std::vector<std::string>{"--hint=nomultithread", "--gres-flags=enforce-binding"}));
+  EXPECT_EQ(r.spec.job.env,
+            (std::map<std::string, std::string>{{"A", "1"}, {"B", "spec"}, {"C", "3"}}));
+  // --profile wins over job.profile.
+  write_text(dir / "profiles/other.toml", "[job]\npartition = \"cpu\"\n");
+  o.profile = "other";
+  EXPECT_EQ(load(o).spec.job.partition, "cpu");
+}
+
+TEST(Spec, SourceTreeProfilesLoad) {
+  TempDir dir;
+  const auto r = load_text(dir, minimal_spec(), {"job.profile=local"});
+  EXPECT_EQ(r.spec.job.partition, "debug");
+}
+
+TEST(Spec, FreezeIsCanonicalAndRoundTrips) {
+  TempDir dir;
+  const auto r = load_text(dir,
+                           "[job]\nname = \"t\"\nrun_dir = \"/r/{name}\"\ntime = \"90\"\n"
+                           "env = { Z = \"it's \\\"q\\\" \\\\ ✓\", A = \"$(x)\" }\n"
+                           "[data]\ntrain = \"x.h5\"\n[train.optimizer]\nlr = 0.1\n"
+                           "weight_decay = 5e-5\n");
+  const std::string frozen = freeze(r.spec);
+  EXPECT_NE(frozen.find("time = \"01:30:00\""), std::string::npos) << frozen;
+  EXPECT_NE(frozen.find("lr = 0.1\n"), std::string::npos) << frozen;
+  EXPECT_NE(frozen.find("weight_decay = 5e-05\n"), std::string::npos) << frozen;
+  // Loading the frozen spec gives the same spec, and freezing that gives the same bytes.
+  TempDir other;
+  write_text(other / "spec.toml", frozen);
+  const auto again = load(options_for(other / "spec.toml"));
+  EXPECT_EQ(freeze(again.spec), frozen);
+  EXPECT_EQ(again.spec.job.env, r.spec.job.env);
+  EXPECT_EQ(again.spec.data.train, r.spec.data.train);
+  // The same input twice gives the same bytes.
+  EXPECT_EQ(freeze(load_text(dir, test::read_text(dir / "spec.toml")).spec), frozen);
+}
+
+TEST(Spec, SweepGridMakesEveryCombinationInItsOwnDirectory) {
+  TempDir dir;
+  const auto r = load_text(
+      dir,
+      minimal_spec("[sweep]\nmax_parallel = 2\n[sweep.params]\n"
+                   "\"train.optimizer.lr\" = [0.1, 0.2, 0.4]\n\"train.batch_size\" = [16, 32]\n"));
+  ASSERT_EQ(r.tasks.size(), 6u);
+  std::set<std::pair<double, int64_t>> seen;
+  for (size_t i = 0; i < r.tasks.size(); ++i) {
+    const auto& t = r.tasks[i];
+    char dir_name[32];
+    std::snprintf(dir_name, sizeof dir_name, "task-%03zu", i);
+    EXPECT_EQ(t.job.run_dir, "/var/tmp/runs/t/" + std::string(dir_name));
+    EXPECT_FALSE(t.is_array());
+    EXPECT_EQ(freeze(t).find("[sweep.params]"), std::string::npos);
+    seen.insert({t.train.optimizer.lr, t.train.batch_size});
+  }
+  EXPECT_EQ(seen.size(), 6u);
+}
+
+TEST(Spec, SweepZipPairsValues) {
+  TempDir dir;
+  const auto r = load_text(
+      dir, minimal_spec("[sweep]\nmode = \"zip\"\n[sweep.params]\n"
+                        "\"train.optimizer.lr\" = [0.1, 0.2]\n\"train.seed\" = [1, 2]\n"));
+  ASSERT_EQ(r.tasks.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.tasks[0].train.optimizer.lr, 0.1);
+  EXPECT_EQ(r.tasks[0].train.seed, 1);
+  EXPECT_DOUBLE_EQ(r.tasks[1].train.optimizer.lr, 0.2);
+  EXPECT_EQ(r.tasks[1].train.seed, 2);
+}
+
+struct TimeCase {
+  const char* text;
+  int64_t seconds;  // -1: invalid
+};
+
+TEST(Spec, SlurmTimeFormats) {
+  const TimeCase cases[] = {{"90", 5400},     {"5:30", 330},      {"1:00:00", 3600},
+                            {"2-12", 216000}, {"1-02:03", 93780}, {"1-02:03:04", 93784},
+                            {"0", 0},         {"", -1},           {"1:60", -1},
+                            {"1:00:60", -1},  {"1-24", -1},       {"-5", -1},
+                            {"1:2:3:4", -1},  {"12h", -1},        {"UNLIMITED", -1},
+                            {"1- 2", -1},     {"99999999999", -1}};
+  for (const auto& c : cases) {
+    const auto got = parse_slurm_time(c.text);
+    if (c.seconds < 0) {
+      EXPECT_FALSE(got) << c.text;
+    } else {
+      ASSERT_TRUE(got) << c.text;
+      EXPECT_EQ(*got, c.seconds) << c.text;
+    }
+  }
+  EXPECT_EQ(format_slurm_time(93784), "1-02:03:04");
+  EXPECT_EQ(format_slurm_time(330), "00:05:30");
+}
+
+TEST(Spec, SuggestionsFindCloseKeys) {
+  EXPECT_EQ(suggest_key("job.nodse"), "job.nodes");
+  EXPECT_EQ(suggest_key("train.lr"), "train.optimizer.lr");
+  EXPECT_EQ(suggest_key("jobb"), "job");
+  EXPECT_EQ(suggest_key("job.partiton"), "job.partition");
+  EXPECT_EQ(suggest_key("completely.unrelated.thing"), "");
+}
+
+TEST(Spec, EveryKeyIsDocumented) {
+  // docs/job-spec.md carries the table `hpctrain keys --markdown` prints; every key must be there.
+  const std::string doc = test::read_text(test::source_dir() / "docs" / "job-spec.md");
+  for (const auto& f : fields()) {
+    EXPECT_NE(doc.find("`" + std::string(f.path) + "`"), std::string::npos) << f.path;
+  }
+}
+
+}  // namespace
+}  // namespace hpctrain::spec
