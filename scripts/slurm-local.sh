@@ -4,6 +4,7 @@
 #
 #   slurm-local.sh start DIR   start (DIR must not hold a running cluster); prints the env file
 #   slurm-local.sh stop DIR    stop the daemons started from DIR (idempotent)
+#   slurm-local.sh restart DIR stop, then start
 #   slurm-local.sh env DIR     print 'export SLURM_CONF=...' for clients
 #
 # Knobs (environment): HPCTRAIN_SLURM_CPUS (default 8: enough for 4-rank tests on 2 cores),
@@ -12,7 +13,7 @@ set -euo pipefail
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 free_port() {
   # A port nothing listens on, outside the kernel's ephemeral range.
@@ -150,6 +151,7 @@ stop() {
 case "${1:-}" in
   start) [[ $# -eq 2 ]] || usage; start "$2" ;;
   stop) [[ $# -eq 2 ]] || usage; stop "$2" ;;
+  restart) [[ $# -eq 2 ]] || usage; stop "$2"; start "$2" ;;
   env) [[ $# -eq 2 ]] || usage; cat "$2/env" ;;
   *) usage ;;
 esac

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Stands in for hpctrain-worker in the launcher's Slurm tests. srun starts it once per rank with
+# --spec FILE, exactly as it will start the worker; PAYLOAD_MODE (from the spec's [job.env])
+# picks what it does.
+set -u
+if [[ ${1:-} != --spec || ! -r ${2:-} ]]; then
+  echo "payload: expected --spec FILE, got: $*" >&2
+  exit 64
+fi
+spec=$2
+rank=${SLURM_PROCID:?}
+restart=${SLURM_RESTART_COUNT:-0}
+mark=$HPCTRAIN_RUN_DIR/payload-rank$rank-restart$restart
+echo "payload rank $rank of $SLURM_NTASKS, restart $restart, spec $spec"
+: > "$mark"
+case ${PAYLOAD_MODE:-ok} in
+  ok) exit 0 ;;
+  env)
+    # Every NASTY_* variable, NUL-separated, as the rank sees it.
+    for v in ${!NASTY_@}; do printf '%s=%s\0' "$v" "${!v}"; done > "$mark.env"
+    exit 0 ;;
+  requeue-once) (( restart == 0 )) && exit 75; exit 0 ;;
+  requeue-always) exit 75 ;;
+  fail) exit 3 ;;
+  wait-for-go)
+    for _ in $(seq 1 600); do
+      [[ -e $HPCTRAIN_RUN_DIR/go ]] && exit 0
+      sleep 0.2
+    done
+    echo "payload: no go file within 120 s" >&2
+    exit 1 ;;
+  sweep) grep -E '^lr = ' "$spec" > "$mark.lr"; exit 0 ;;
+  *) echo "payload: unknown PAYLOAD_MODE ${PAYLOAD_MODE}" >&2; exit 64 ;;
+esac
