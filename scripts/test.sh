@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds hpctrain and runs the whole test suite: unit, integration, slurm (a local Slurm cluster
+# this run starts and stops) and gpu (skips itself without CUDA); then the launcher's unit tests
+# again under AddressSanitizer and UndefinedBehaviorSanitizer. Installs what is missing first.
+#   HPCTRAIN_BUILD_DIR   build directory (default: build)
+#   HPCTRAIN_SANITIZE=0  skip the sanitizer pass
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+started=$SECONDS
+step() { printf '\n==> %s (%ds)\n' "$*" $((SECONDS - started)); }
+
+step "dependencies"
+scripts/install-deps.sh
+
+step "format"
+scripts/check-format.sh
+
+build=${HPCTRAIN_BUILD_DIR:-build}
+step "configure and build ($build)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHPCTRAIN_BUILD_TESTS=ON
+cmake --build "$build" -j "$jobs"
+
+step "tests"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 900
+
+if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
+  step "launcher unit tests under ASan+UBSan (build-asan)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_SANITIZE=ON \
+    -DHPCTRAIN_BUILD_TESTS=ON >/dev/null
+  cmake --build build-asan -j "$jobs" --target hpctrain launcher_unit_tests
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
+fi
+step "all tests passed"
