@@ -1,0 +1,64 @@
+// Where this process is in the job: rank, world size, local rank, node, from the environment of
+// the launcher that started it (Slurm's srun, torchrun, Open MPI's mpirun) or none (one process).
+// Missing, malformed or inconsistent variables are errors naming the variable: never a silent
+// fallback to rank 0, since two rank-0s is the worst outcome.
+// Thread safety: pure functions over an environment map.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hpctrain::dist {
+
+using EnvMap = std::map<std::string, std::string>;
+
+// Thrown for a bad launch environment; what() names the variable(s).
+class EnvError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class EnvSource { kSlurm, kTorchrun, kOpenMpi, kSingle };
+const char* to_string(EnvSource source);
+
+struct WorldInfo {
+  EnvSource source = EnvSource::kSingle;
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_index = 0;
+  int num_nodes = 1;
+  std::vector<std::string> nodes;  // expanded node list (Slurm: the step's); empty if unknown
+  std::string hostname;            // this process's host (as given to detect_world)
+  // Slurm job facts; empty/0 outside Slurm.
+  std::string job_id, step_id, array_job_id, array_task_id;
+  int restart_count = 0;
+  std::optional<int64_t> job_end_time;  // SLURM_JOB_END_TIME (Unix seconds) when set
+  // Rendezvous hints from the environment.
+  std::optional<std::string> master_addr;  // MASTER_ADDR
+  std::optional<int> master_port;          // MASTER_PORT (1..65535)
+  bool pmix = false;                       // PMIX_RANK and PMIX_NAMESPACE are set
+  std::optional<int> pmix_rank;            // PMIX_RANK when set
+};
+
+// Reads the launch environment. Precedence, from most to least explicit launcher:
+// torchrun (RANK/WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_RANK), Slurm step (SLURM_PROCID with a
+// step id), else a single process. Variables of a less explicit launcher that are also present
+// must agree (e.g. torchrun's RANK inside an srun step must equal SLURM_PROCID), else EnvError.
+// Inside a Slurm batch script without srun (SLURM_JOB_ID but no step) it is an error too: the
+// worker must be started by srun (or a launcher that sets ranks).
+WorldInfo detect_world(const EnvMap& env, const std::string& hostname);
+
+// The process's environment as a map.
+EnvMap current_environment();
+
+// One JSON object (no trailing newline) describing `world`, the fields of --describe-env that
+// come from the environment.
+std::string to_json(const WorldInfo& world);
+
+}  // namespace hpctrain::dist
