@@ -129,6 +129,8 @@ start() {
     ip -n "$ns" addr add "$subnet.$((i + 1))/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
+    # A fresh /tmp on every start, as after a reboot.
+    rm -rf "$dir/nodes/node$i/tmp"
     mkdir -p "$dir/nodes/node$i/tmp"
     chmod 1777 "$dir/nodes/node$i/tmp"
   done
