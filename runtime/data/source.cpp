@@ -269,6 +269,21 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     }
     h.sample_bytes = height * width * channels;
 
+    // Unfiltered pixels occupy N x H x W x C bytes of the file: a shape larger than the file is
+    // a damaged header or a truncated file, and is refused before anything is sized by N.
+    h5::Hid fcpl = h5::check(H5Fget_create_plist(root), H5Pclose, path);
+    hsize_t userblock = 0;
+    H5Pget_userblock(fcpl.get(), &userblock);
+    h5::Hid dcpl = h5::check(H5Dget_create_plist(h.images.get()), H5Pclose, path);
+    const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+    const int nfilters = H5Pget_nfilters(dcpl.get());
+    const auto total_bytes = static_cast<uint64_t>(n) * static_cast<uint64_t>(h.sample_bytes);
+    if (nfilters == 0 && total_bytes > file_size) {
+      fail(path, "dataset /images needs " + std::to_string(total_bytes) +
+                     " bytes but the file has " + std::to_string(file_size) +
+                     " (truncated file or wrong shape)");
+    }
+
     // /labels: integer, rank 1, one per image.
     {
       h5::Hid type = h5::check(H5Dget_type(labels_ds.get()), H5Tclose, path);
@@ -317,20 +332,8 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
       }
     }
 
-    // Layout: decide how pixels are read and check the file is long enough for them.
+    // Layout: decide how pixels are read.
     {
-      h5::Hid fcpl = h5::check(H5Fget_create_plist(root), H5Pclose, path);
-      hsize_t userblock = 0;
-      H5Pget_userblock(fcpl.get(), &userblock);
-      h5::Hid dcpl = h5::check(H5Dget_create_plist(h.images.get()), H5Pclose, path);
-      const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-      const int nfilters = H5Pget_nfilters(dcpl.get());
-      const auto total_bytes = static_cast<uint64_t>(n) * static_cast<uint64_t>(h.sample_bytes);
-      if (nfilters == 0 && total_bytes > file_size) {
-        fail(path, "dataset /images needs " + std::to_string(total_bytes) +
-                       " bytes but the file has " + std::to_string(file_size) +
-                       " (truncated file or wrong shape)");
-      }
       if (layout == H5D_CHUNKED) {
         hsize_t cdims[4] = {0, 0, 0, 0};
         if (H5Pget_chunk(dcpl.get(), 4, cdims) != 4) fail(path, "dataset /images: bad chunking");
