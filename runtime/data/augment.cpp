@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "error.hpp"
@@ -216,6 +217,13 @@ void Transform::apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t 
   }
 
   const int64_t plane = out_h_ * out_w_;
+  // Identity geometry into uint8 with the source's interleaving: a plain copy (the common
+  // "hand raw pixels to the GPU" case, where per-element stores would dominate the read).
+  if (!resample && dy == 0 && dx == 0 && !flip && out_h_ == h_ && out_w_ == w_ &&
+      config_.output == OutputType::kUint8 && (config_.layout == Layout::kNHWC || c_ == 1)) {
+    std::memcpy(dst, src, static_cast<size_t>(plane * c_));
+    return;
+  }
   auto run = [&](const auto& sink) {
     if (resample) {
       resample_kernel(src, w_, c_, box.top, box.left, box.height, box.width, out_h_, out_w_, flip,

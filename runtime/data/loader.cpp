@@ -219,6 +219,11 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   std::sort(order.begin(), order.end());
   staging.resize(sb * static_cast<size_t>(n));
   std::vector<size_t> slot_offset(static_cast<size_t>(n));
+  if (config_.readahead) {
+    // Queue all of this batch's small reads with the kernel at once, instead of one blocking
+    // pread at a time per thread. (Hinting further ahead measured no better on our disk.)
+    hint_batch(k);
+  }
   for (size_t i = 0; i < order.size();) {
     size_t j = i + 1;
     while (j < order.size() && order[j].first == order[j - 1].first + 1) ++j;
@@ -237,6 +242,21 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   stats.transform_s += seconds_since(t0);
   stats.samples += n;
   return batch;
+}
+
+void Loader::hint_batch(int64_t k) const {
+  const int64_t b = config_.batch_size;
+  const int64_t begin = k * b;
+  const int64_t end = std::min(begin + b, plan_.per_rank);
+  if (begin >= end) return;
+  std::vector<int64_t> samples(plan_.indices.begin() + begin, plan_.indices.begin() + end);
+  std::sort(samples.begin(), samples.end());
+  for (size_t i = 0; i < samples.size();) {
+    size_t j = i + 1;
+    while (j < samples.size() && samples[j] == samples[j - 1] + 1) ++j;
+    source_->will_need(samples[i], static_cast<int64_t>(j - i));
+    i = j;
+  }
 }
 
 std::optional<Batch> Loader::next() {

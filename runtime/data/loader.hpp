@@ -47,6 +47,7 @@ struct LoaderConfig {
   bool shuffle = true;
   TailPolicy tail = TailPolicy::kDrop;
   bool drop_last_batch = false;  // drop this rank's final short batch
+  bool readahead = true;         // hint each batch's reads to the kernel before reading them
   int64_t rank = 0, world_size = 1;
   TransformConfig transform;
   BufferAllocator allocator;  // empty: default_allocator()
@@ -119,6 +120,7 @@ class Loader {
   void stop_workers();
   void worker_loop();
   Batch produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& stats);
+  void hint_batch(int64_t k) const;
 
   std::shared_ptr<const ImageSource> source_;
   LoaderConfig config_;

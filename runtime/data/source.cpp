@@ -448,10 +448,7 @@ void ImageSource::read(int64_t first, int64_t count, uint8_t* dst) const {
                     std::to_string(first + count) + ") outside the dataset of " +
                     std::to_string(size()));
   }
-  // Files are few; a linear scan from the file holding `first` is enough.
-  auto it = std::upper_bound(files_.begin(), files_.end(), first,
-                             [](int64_t v, const SourceFile& f) { return v < f.first; });
-  size_t fi = static_cast<size_t>(it - files_.begin()) - 1;
+  size_t fi = file_of(first);
   while (count > 0) {
     const SourceFile& f = files_[fi];
     const int64_t local = first - f.first;
@@ -461,6 +458,40 @@ void ImageSource::read(int64_t first, int64_t count, uint8_t* dst) const {
     first += take;
     count -= take;
     ++fi;
+  }
+}
+
+size_t ImageSource::file_of(int64_t sample) const {
+  auto it = std::upper_bound(files_.begin(), files_.end(), sample,
+                             [](int64_t v, const SourceFile& f) { return v < f.first; });
+  return static_cast<size_t>(it - files_.begin()) - 1;
+}
+
+void ImageSource::will_need(int64_t first, int64_t count) const {
+  if (first < 0 || count <= 0 || first + count > size()) return;
+  const size_t fi = file_of(first);
+  const Handle& h = *handles_[fi];
+  if (!h.direct) return;
+  // Only the part in the first file: batches hint per run of consecutive samples, which rarely
+  // cross a file boundary, and a hint is only a hint.
+  int64_t local = first - files_[fi].first;
+  count = std::min(count, files_[fi].count - local);
+  const auto sb = static_cast<uint64_t>(h.sample_bytes);
+  while (count > 0) {
+    uint64_t offset = 0;
+    int64_t take = count;
+    if (h.chunk_images == 0) {
+      offset = h.contiguous_offset + static_cast<uint64_t>(local) * sb;
+    } else {
+      const int64_t ci = local / h.chunk_images;
+      const int64_t in_chunk = local - ci * h.chunk_images;
+      take = std::min(count, h.chunk_images - in_chunk);
+      offset = h.chunk_offset[static_cast<size_t>(ci)] + static_cast<uint64_t>(in_chunk) * sb;
+    }
+    ::posix_fadvise(h.fd, static_cast<off_t>(offset), static_cast<off_t>(take * h.sample_bytes),
+                    POSIX_FADV_WILLNEED);
+    local += take;
+    count -= take;
   }
 }
 

@@ -56,9 +56,15 @@ class ImageSource {
   // may cross file boundaries.
   void read(int64_t first, int64_t count, uint8_t* dst) const;
 
+  // Hints that samples [first, first + count) will be read soon. On the direct path this starts
+  // the kernel's asynchronous readahead (posix_fadvise WILLNEED), so the scattered small reads of
+  // a shuffled batch are in flight together instead of one per thread. No-op otherwise.
+  void will_need(int64_t first, int64_t count) const;
+
  private:
   struct Handle;
   ImageSource() = default;
+  size_t file_of(int64_t sample) const;
   void read_file(size_t file, int64_t local_first, int64_t count, uint8_t* dst) const;
 
   DatasetInfo info_;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Data loader benchmark: hpctrain's C++ loader vs raw sequential reads of the same file and vs a
+# PyTorch DataLoader over h5py (peer.py) doing the same augmentations with the same workers.
+#   bench/data/run.sh [BUILD_DIR] [--chunks]
+# Needs: ninja -C BUILD_DIR bench_loader; the pinned venv at .venv (torch, numpy, h5py).
+# Files go to $BENCH_DIR (default /tmp/hpctrain-bench-data, ~650 MB). --chunks also measures
+# the chunk-shape choice of docs/dataset-format.md. Takes ~2-3 minutes on 2 cores.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$repo/build-data}
+chunks=0
+[[ "${2:-}" == "--chunks" || "${1:-}" == "--chunks" ]] && chunks=1
+[[ "$build" == "--chunks" ]] && build=$repo/build-data
+bench=$build/bin/bench_loader
+py=${PYTHON:-$repo/.venv/bin/python}
+dir=${BENCH_DIR:-/tmp/hpctrain-bench-data}
+workers=${WORKERS:-2}
+mkdir -p "$dir"
+
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" | head -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+# name  N  side  channels  batch  full-augmentation  peer-limit
+cases=(
+  "28x28x1   60000 28  1 256 crop_flip           20000"
+  "32x32x3   50000 32  3 256 crop_flip           20000"
+  "224x224x3 2000  224 3 64  random_resized_crop 1000"
+)
+
+echo "workers=$workers  host: $(nproc) cores  files: $dir"
+printf '\n%-10s | %9s %9s | %9s %9s %6s | %9s %6s | %10s %10s %9s %6s\n' \
+  dataset "raw MB/s" "cold" "none MB/s" "cold" "ratio" "seq cold" ratio \
+  "full img/s" "hdf5-path" "peer" "ratio"
+for c in "${cases[@]}"; do
+  read -r name n side ch batch aug limit <<<"$c"
+  f=$dir/d$side.h5
+  [[ -f $f ]] || "$bench" gen "$f" "$n" "$side" "$ch" >/dev/null
+  "$bench" raw "$f" >/dev/null  # warm the page cache
+  raw_warm=$("$bench" raw "$f" | field MBps)
+  raw_cold=$("$bench" raw "$f" --cold | field MBps)
+  common=(--workers "$workers" --batch "$batch")
+  none_warm=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc | field input_MBps)
+  none_cold=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc --cold | field input_MBps)
+  seq_cold=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc --no-shuffle --cold |
+             field input_MBps)
+  "$bench" raw "$f" >/dev/null
+  full=$("$bench" load "$f" "${common[@]}" --augment "$aug" --epochs 2 | field images_per_s)
+  hdf5=$("$bench" load "$f" "${common[@]}" --augment "$aug" --hdf5-reads | field images_per_s)
+  peer=$("$py" "$repo/bench/data/peer.py" "$f" "${common[@]}" --augment "$aug" --limit "$limit" |
+         field images_per_s)
+  printf '%-10s | %9.0f %9.0f | %9.0f %9.0f %6s | %9.0f %6s | %10.0f %10.0f %9.0f %6s\n' \
+    "$name" "$raw_warm" "$raw_cold" "$none_warm" "$none_cold" "$(ratio "$none_warm" "$raw_warm")" \
+    "$seq_cold" "$(ratio "$seq_cold" "$raw_cold")" "$full" "$hdf5" "$peer" "$(ratio "$full" "$peer")"
+done
+cat <<'EOT'
+
+raw: sequential 8 MiB preads of the whole file (warm: from the page cache; cold: evicted first).
+none: loader, shuffled, no augmentation, uint8 NHWC out; ratio = none/raw (warm).
+seq cold: loader unshuffled from a cold cache; ratio = seq cold / raw cold.
+full: loader, shuffled, augmentation + normalisation, float32 NCHW out (crop_flip pad 4 for
+28/32, random_resized_crop to 224 for 224); hdf5-path: the same through H5Dread (global lock);
+peer: torch DataLoader + h5py, same augmentations and workers; ratio = full/peer.
+EOT
+
+if [[ $chunks == 1 ]]; then
+  echo
+  echo "Chunk shape (32x32x3, 50000 images): open time, shuffled loader none/uint8 (direct and"
+  echo "through H5Dread), and the h5py peer's shuffled reads (it reads whole chunks)."
+  printf '%-14s | %8s | %12s %12s | %10s\n' "images/chunk" "open s" "direct img/s" "hdf5 img/s" "peer img/s"
+  for k in 1 16 85 512; do
+    f=$dir/chunk$k.h5
+    [[ -f $f ]] || "$bench" gen "$f" 50000 32 3 "$k" >/dev/null
+    "$bench" raw "$f" >/dev/null
+    open=$("$bench" open "$f" | field seconds)
+    d=$("$bench" load "$f" --workers "$workers" --output uint8 --layout nhwc | field images_per_s)
+    h=$("$bench" load "$f" --workers "$workers" --output uint8 --layout nhwc --hdf5-reads |
+        field images_per_s)
+    p=$("$py" "$repo/bench/data/peer.py" "$f" --workers "$workers" --augment none --limit 20000 |
+        field images_per_s)
+    printf '%-14s | %8.4f | %12.0f %12.0f | %10.0f\n' "$k" "$open" "$d" "$h" "$p"
+  done
+fi
