@@ -28,8 +28,8 @@ cases=(
 )
 
 echo "workers=$workers  host: $(nproc) cores  files: $dir"
-printf '\n%-10s | %9s %9s | %9s %9s %6s | %9s %6s | %10s %10s %9s %6s\n' \
-  dataset "raw MB/s" "cold" "none MB/s" "cold" "ratio" "seq cold" ratio \
+printf '\n%-10s | %8s %8s | %9s %6s | %8s %6s | %9s %6s | %10s %10s %8s %6s\n' \
+  dataset "raw MB/s" "cold" "none MB/s" "ratio" "cold" "ratio" "uncached" "ratio" \
   "full img/s" "hdf5-path" "peer" "ratio"
 for c in "${cases[@]}"; do
   read -r name n side ch batch aug limit <<<"$c"
@@ -41,22 +41,25 @@ for c in "${cases[@]}"; do
   common=(--workers "$workers" --batch "$batch")
   none_warm=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc | field input_MBps)
   none_cold=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc --cold | field input_MBps)
-  seq_cold=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc --no-shuffle --cold |
-             field input_MBps)
+  nocache=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc --no-cache |
+            field input_MBps)
   "$bench" raw "$f" >/dev/null
   full=$("$bench" load "$f" "${common[@]}" --augment "$aug" --epochs 2 | field images_per_s)
   hdf5=$("$bench" load "$f" "${common[@]}" --augment "$aug" --hdf5-reads | field images_per_s)
   peer=$("$py" "$repo/bench/data/peer.py" "$f" "${common[@]}" --augment "$aug" --limit "$limit" |
          field images_per_s)
-  printf '%-10s | %9.0f %9.0f | %9.0f %9.0f %6s | %9.0f %6s | %10.0f %10.0f %9.0f %6s\n' \
-    "$name" "$raw_warm" "$raw_cold" "$none_warm" "$none_cold" "$(ratio "$none_warm" "$raw_warm")" \
-    "$seq_cold" "$(ratio "$seq_cold" "$raw_cold")" "$full" "$hdf5" "$peer" "$(ratio "$full" "$peer")"
+  printf '%-10s | %8.0f %8.0f | %9.0f %6s | %8.0f %6s | %9.0f %6s | %10.0f %10.0f %8.0f %6s\n' \
+    "$name" "$raw_warm" "$raw_cold" "$none_warm" "$(ratio "$none_warm" "$raw_warm")" \
+    "$none_cold" "$(ratio "$none_cold" "$raw_cold")" "$nocache" "$(ratio "$nocache" "$raw_warm")" \
+    "$full" "$hdf5" "$peer" "$(ratio "$full" "$peer")"
 done
 cat <<'EOT'
 
-raw: sequential 8 MiB preads of the whole file (warm: from the page cache; cold: evicted first).
-none: loader, shuffled, no augmentation, uint8 NHWC out; ratio = none/raw (warm).
-seq cold: loader unshuffled from a cold cache; ratio = seq cold / raw cold.
+raw: sequential 8 MiB preads of the whole file (warm: from the page cache; cold: evicted first
+with posix_fadvise DONTNEED). none: loader, one shuffled epoch including open, no augmentation,
+uint8 NHWC out, default settings (files under 256 MiB are mapped whole at open); ratio = none/raw
+(warm, and cold vs cold). uncached: the same with the cache off (one pread per run of samples).
+Input MB/s counts image bytes delivered.
 full: loader, shuffled, augmentation + normalisation, float32 NCHW out (crop_flip pad 4 for
 28/32, random_resized_crop to 224 for 224); hdf5-path: the same through H5Dread (global lock);
 peer: torch DataLoader + h5py, same augmentations and workers; ratio = full/peer.
@@ -67,13 +70,14 @@ if [[ $chunks == 1 ]]; then
   echo "Chunk shape (32x32x3, 50000 images): open time, shuffled loader none/uint8 (direct and"
   echo "through H5Dread), and the h5py peer's shuffled reads (it reads whole chunks)."
   printf '%-14s | %8s | %12s %12s | %10s\n' "images/chunk" "open s" "direct img/s" "hdf5 img/s" "peer img/s"
-  for k in 1 16 85 512; do
+  for k in 1 16 85 512 1365; do
     f=$dir/chunk$k.h5
     [[ -f $f ]] || "$bench" gen "$f" 50000 32 3 "$k" >/dev/null
     "$bench" raw "$f" >/dev/null
     open=$("$bench" open "$f" | field seconds)
-    d=$("$bench" load "$f" --workers "$workers" --output uint8 --layout nhwc | field images_per_s)
-    h=$("$bench" load "$f" --workers "$workers" --output uint8 --layout nhwc --hdf5-reads |
+    d=$("$bench" load "$f" --workers "$workers" --output uint8 --layout nhwc --no-cache |
+        field images_per_s)
+    h=$("$bench" load "$f" --workers "$workers" --output uint8 --layout nhwc --hdf5-reads --no-cache |
         field images_per_s)
     p=$("$py" "$repo/bench/data/peer.py" "$f" --workers "$workers" --augment none --limit 20000 |
         field images_per_s)

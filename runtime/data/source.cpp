@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <hdf5.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,9 +151,22 @@ struct ImageSource::Handle {
   bool direct = false;
   uint64_t contiguous_offset = 0;      // absolute file offset, contiguous layout
   std::vector<uint64_t> chunk_offset;  // absolute file offsets, chunked layout
+  std::vector<uint8_t> cache;          // all pixels (filtered files), when cache_bytes allows
+  const uint8_t* map = nullptr;        // the whole file mapped (direct files), when it allows
+  size_t map_bytes = 0;
 
   ~Handle() {
+    if (map != nullptr) ::munmap(const_cast<uint8_t*>(map), map_bytes);
     if (fd >= 0) ::close(fd);
+  }
+
+  // Copies `bytes` at absolute file `offset` (direct layouts only).
+  void copy(uint8_t* dst, size_t bytes, uint64_t offset) const {
+    if (map != nullptr) {
+      std::memcpy(dst, map + offset, bytes);
+    } else {
+      pread_all(fd, dst, bytes, offset, path);
+    }
   }
 };
 
@@ -192,6 +206,7 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
   std::shared_ptr<ImageSource> src(new ImageSource());
   const std::vector<std::string> paths = expand_paths(paths_or_globs);
   std::vector<double> mean_sum, std_sum;
+  int64_t cache_left = options.cache_bytes;
 
   for (const auto& path : paths) {
     auto handle = std::make_unique<Handle>();
@@ -422,6 +437,28 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
       std_sum[c] += stdev[c] * static_cast<double>(n);
     }
     SourceFile file;
+    if (static_cast<int64_t>(total_bytes) <= cache_left && h.direct) {
+      // A read-only shared mapping, populated now: one sequential read into the page cache, no
+      // copy into private memory, and ranks on one node share the pages.
+      cache_left -= static_cast<int64_t>(total_bytes);
+      void* m = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED | MAP_POPULATE, h.fd, 0);
+      if (m != MAP_FAILED) {
+        h.map = static_cast<const uint8_t*>(m);
+        h.map_bytes = file_size;
+        file.cached = true;
+      }
+    } else if (static_cast<int64_t>(total_bytes) <= cache_left) {
+      cache_left -= static_cast<int64_t>(total_bytes);
+      // Read through the normal path (one large read per chunk), then serve from memory.
+      std::vector<uint8_t> pixels(total_bytes);
+      src->handles_.push_back(std::move(handle));
+      const size_t fi = src->handles_.size() - 1;
+      src->read_file(fi, 0, n, pixels.data());
+      handle = std::move(src->handles_.back());
+      src->handles_.pop_back();
+      h.cache = std::move(pixels);
+      file.cached = true;
+    }
     file.path = path;
     file.first = src->info_.num_samples;
     file.count = n;
@@ -471,7 +508,7 @@ void ImageSource::will_need(int64_t first, int64_t count) const {
   if (first < 0 || count <= 0 || first + count > size()) return;
   const size_t fi = file_of(first);
   const Handle& h = *handles_[fi];
-  if (!h.direct) return;
+  if (!h.direct || h.map != nullptr) return;
   // Only the part in the first file: batches hint per run of consecutive samples, which rarely
   // cross a file boundary, and a hint is only a hint.
   int64_t local = first - files_[fi].first;
@@ -498,9 +535,14 @@ void ImageSource::will_need(int64_t first, int64_t count) const {
 void ImageSource::read_file(size_t file, int64_t local_first, int64_t count, uint8_t* dst) const {
   const Handle& h = *handles_[file];
   const auto sb = static_cast<uint64_t>(h.sample_bytes);
+  if (!h.cache.empty()) {
+    std::memcpy(dst, h.cache.data() + static_cast<uint64_t>(local_first) * sb,
+                static_cast<size_t>(count) * sb);
+    return;
+  }
   if (h.direct && h.chunk_images == 0) {
-    pread_all(h.fd, dst, static_cast<size_t>(count) * sb,
-              h.contiguous_offset + static_cast<uint64_t>(local_first) * sb, h.path);
+    h.copy(dst, static_cast<size_t>(count) * sb,
+           h.contiguous_offset + static_cast<uint64_t>(local_first) * sb);
     return;
   }
   if (h.direct) {
@@ -509,9 +551,8 @@ void ImageSource::read_file(size_t file, int64_t local_first, int64_t count, uin
       const int64_t ci = local_first / h.chunk_images;
       const int64_t in_chunk = local_first - ci * h.chunk_images;
       const int64_t take = std::min(count, h.chunk_images - in_chunk);
-      pread_all(h.fd, dst, static_cast<size_t>(take) * sb,
-                h.chunk_offset[static_cast<size_t>(ci)] + static_cast<uint64_t>(in_chunk) * sb,
-                h.path);
+      h.copy(dst, static_cast<size_t>(take) * sb,
+             h.chunk_offset[static_cast<size_t>(ci)] + static_cast<uint64_t>(in_chunk) * sb);
       dst += static_cast<uint64_t>(take) * sb;
       local_first += take;
       count -= take;

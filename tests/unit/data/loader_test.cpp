@@ -42,7 +42,10 @@ class LoaderTest : public ::testing::Test {
   void SetUp() override {
     make_dataset(dir_.file("a.h5"), 150, 12, 12, 3, 10, 16, 0);
     make_dataset(dir_.file("b.h5"), 61, 12, 12, 3, 10, 16, 150);
-    source_ = ImageSource::open({dir_.file("a.h5"), dir_.file("b.h5")});
+    // Uncached, so the tests exercise the threaded pread path.
+    SourceOptions opts;
+    opts.cache_bytes = 0;
+    source_ = ImageSource::open({dir_.file("a.h5"), dir_.file("b.h5")}, opts);
   }
   LoaderConfig config(int64_t workers, Augment augment = Augment::kCropFlip) const {
     LoaderConfig c;
@@ -177,7 +180,9 @@ TEST_F(LoaderTest, DropLastBatchAndPadTail) {
 TEST_F(LoaderTest, WorkerErrorsReachTheConsumer) {
   const auto path = dir_.file("c.h5");
   make_dataset(path, 100, 12, 12, 3, 10, 16);
-  auto src = ImageSource::open({path});
+  SourceOptions no_cache;
+  no_cache.cache_bytes = 0;
+  auto src = ImageSource::open({path}, no_cache);
   std::filesystem::resize_file(path, 4096);  // the pixels vanish after open
   for (int64_t workers : {0, 2}) {
     Loader l(src, config(workers));

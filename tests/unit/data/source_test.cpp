@@ -27,11 +27,14 @@ TEST(Source, ReadsWhatWasWrittenThroughBothPaths) {
   TempDir dir;
   const auto path = dir.file("a.h5");
   make_dataset(path, 53, 5, 4, 3, 10, /*chunk_images=*/8);
-  for (bool direct : {true, false}) {
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool direct = mode != 1, cached = mode == 2;
     SourceOptions opts;
     opts.direct_reads = direct;
+    opts.cache_bytes = cached ? 1 << 20 : 0;
     const auto src = ImageSource::open({path}, opts);
     EXPECT_EQ(src->files()[0].direct, direct);
+    EXPECT_EQ(src->files()[0].cached, cached);
     EXPECT_EQ(src->size(), 53);
     EXPECT_EQ(src->info().chunk_images, 8);
     const int64_t sb = src->info().sample_bytes();
