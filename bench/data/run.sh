@@ -20,24 +20,30 @@ mkdir -p "$dir"
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" | head -1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-# name  N  side  channels  batch  full-augmentation  peer-limit
+# name  N  side  channels  batch  full-augmentation  peer-limit  peer's-best-chunk
 cases=(
-  "28x28x1   60000 28  1 256 crop_flip           20000"
-  "32x32x3   50000 32  3 256 crop_flip           20000"
-  "224x224x3 2000  224 3 64  random_resized_crop 1000"
+  "28x28x1   60000 28  1 256 crop_flip           20000 16"
+  "32x32x3   50000 32  3 256 crop_flip           20000 16"
+  "224x224x3 2000  224 3 64  random_resized_crop 1000  1"
 )
 
 echo "workers=$workers  host: $(nproc) cores  files: $dir"
-printf '\n%-10s | %8s %8s | %9s %6s | %8s %6s | %9s %6s | %10s %10s %8s %6s\n' \
+printf '\n%-10s | %8s %8s | %9s %6s | %8s %6s | %9s %6s | %10s %9s %9s %8s %8s %6s\n' \
   dataset "raw MB/s" "cold" "none MB/s" "ratio" "cold" "ratio" "uncached" "ratio" \
-  "full img/s" "hdf5-path" "peer" "ratio"
+  "full img/s" "uncached" "hdf5-path" "peer" "peer-kS" "ratio"
 for c in "${cases[@]}"; do
-  read -r name n side ch batch aug limit <<<"$c"
+  read -r name n side ch batch aug limit small <<<"$c"
   f=$dir/d$side.h5
   [[ -f $f ]] || "$bench" gen "$f" "$n" "$side" "$ch" >/dev/null
+  # h5py random reads are fastest with small chunks (see --chunks): give the peer that file too.
+  fs=$dir/d$side-k$small.h5
+  [[ -f $fs ]] || "$bench" gen "$fs" "$n" "$side" "$ch" "$small" >/dev/null
+  "$bench" raw "$fs" >/dev/null
   "$bench" raw "$f" >/dev/null  # warm the page cache
-  raw_warm=$("$bench" raw "$f" | field MBps)
-  raw_cold=$("$bench" raw "$f" --cold | field MBps)
+  # Raw is the best of three (the machine is shared; the best is the conservative baseline).
+  best3() { for _ in 1 2 3; do "$bench" raw "$f" "$@" | field MBps; done | sort -g | tail -1; }
+  raw_warm=$(best3)
+  raw_cold=$(best3 --cold)
   common=(--workers "$workers" --batch "$batch")
   none_warm=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc | field input_MBps)
   none_cold=$("$bench" load "$f" "${common[@]}" --output uint8 --layout nhwc --cold | field input_MBps)
@@ -45,13 +51,18 @@ for c in "${cases[@]}"; do
             field input_MBps)
   "$bench" raw "$f" >/dev/null
   full=$("$bench" load "$f" "${common[@]}" --augment "$aug" --epochs 2 | field images_per_s)
-  hdf5=$("$bench" load "$f" "${common[@]}" --augment "$aug" --hdf5-reads | field images_per_s)
+  full_nc=$("$bench" load "$f" "${common[@]}" --augment "$aug" --no-cache | field images_per_s)
+  hdf5=$("$bench" load "$f" "${common[@]}" --augment "$aug" --hdf5-reads --no-cache |
+         field images_per_s)
   peer=$("$py" "$repo/bench/data/peer.py" "$f" "${common[@]}" --augment "$aug" --limit "$limit" |
          field images_per_s)
-  printf '%-10s | %8.0f %8.0f | %9.0f %6s | %8.0f %6s | %9.0f %6s | %10.0f %10.0f %8.0f %6s\n' \
+  peer_small=$("$py" "$repo/bench/data/peer.py" "$fs" "${common[@]}" --augment "$aug" \
+               --limit "$limit" | field images_per_s)
+  best=$(awk -v a="$peer" -v b="$peer_small" 'BEGIN { print (a > b ? a : b) }')
+  printf '%-10s | %8.0f %8.0f | %9.0f %6s | %8.0f %6s | %9.0f %6s | %10.0f %9.0f %9.0f %8.0f %8.0f %6s\n' \
     "$name" "$raw_warm" "$raw_cold" "$none_warm" "$(ratio "$none_warm" "$raw_warm")" \
     "$none_cold" "$(ratio "$none_cold" "$raw_cold")" "$nocache" "$(ratio "$nocache" "$raw_warm")" \
-    "$full" "$hdf5" "$peer" "$(ratio "$full" "$peer")"
+    "$full" "$full_nc" "$hdf5" "$peer" "$peer_small" "$(ratio "$full" "$best")"
 done
 cat <<'EOT'
 
@@ -61,8 +72,10 @@ uint8 NHWC out, default settings (files under 256 MiB are mapped whole at open);
 (warm, and cold vs cold). uncached: the same with the cache off (one pread per run of samples).
 Input MB/s counts image bytes delivered.
 full: loader, shuffled, augmentation + normalisation, float32 NCHW out (crop_flip pad 4 for
-28/32, random_resized_crop to 224 for 224); hdf5-path: the same through H5Dread (global lock);
-peer: torch DataLoader + h5py, same augmentations and workers; ratio = full/peer.
+28/32, random_resized_crop to 224 for 224), 2 epochs; uncached: 1 epoch, cache off (per-sample
+preads); hdf5-path: 1 epoch, cache off, pixels through H5Dread (HDF5's global lock);
+peer: torch DataLoader + h5py, same augmentations and workers, same file; peer-kS: the peer on a
+copy with small chunks (16 images; 1 at 224), which suits h5py; ratio = full / best peer.
 EOT
 
 if [[ $chunks == 1 ]]; then

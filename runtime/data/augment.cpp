@@ -22,6 +22,14 @@ const char* to_string(Augment a) {
   return "?";
 }
 
+Augment parse_augment(const std::string& name) {
+  for (Augment a : {Augment::kNone, Augment::kCropFlip, Augment::kRandomResizedCrop}) {
+    if (name == to_string(a)) return a;
+  }
+  throw DataError("unknown augmentation '" + name +
+                  "' (expected none, crop_flip or random_resized_crop)");
+}
+
 namespace {
 
 // Writes one output element. Planar (NCHW) or interleaved (NHWC); float normalised or uint8.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -38,6 +39,8 @@ struct TransformConfig {
 };
 
 const char* to_string(Augment a);
+// "none" | "crop_flip" | "random_resized_crop" ([data] augment); throws DataError otherwise.
+Augment parse_augment(const std::string& name);
 
 class Transform {
  public:

@@ -9,6 +9,12 @@
 
 namespace hpctrain::data {
 
+TailPolicy parse_tail_policy(const std::string& name) {
+  if (name == "drop") return TailPolicy::kDrop;
+  if (name == "pad") return TailPolicy::kPad;
+  throw DataError("unknown shard_tail '" + name + "' (expected drop or pad)");
+}
+
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});

@@ -13,11 +13,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace hpctrain::data {
 
 enum class TailPolicy { kDrop, kPad };
+// "drop" | "pad" ([data] shard_tail); throws DataError otherwise.
+TailPolicy parse_tail_policy(const std::string& name);
 
 // The order of [0, n) in `epoch`.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);

@@ -149,6 +149,12 @@ TEST(Transform, EvalResizeIsCenteredAndSeedFree) {
   EXPECT_NEAR(a[23], 5 * 43.625, 1.0);
 }
 
+TEST(Transform, ParsesSpecNames) {
+  EXPECT_EQ(parse_augment("random_resized_crop"), Augment::kRandomResizedCrop);
+  EXPECT_EQ(parse_augment("none"), Augment::kNone);
+  EXPECT_THROW(parse_augment("flip"), DataError);
+}
+
 TEST(Transform, RejectsImpossibleConfigs) {
   TransformConfig cfg;
   cfg.augment = Augment::kCropFlip;
