@@ -65,6 +65,19 @@ TEST(Source, ManyFilesAreOneIndexSpaceInSortedGlobOrder) {
   src->read(8, 11, buf.data());  // spans all three files
   for (int64_t i = 0; i < 11; ++i) expect_sample(buf, i * 9, 8 + i, 9);
   EXPECT_EQ(src->labels()[12], testing::label_of(12, 4));
+  // A budget that fits only the first file: reads across the mapped/pread boundary agree.
+  SourceOptions partial;
+  partial.cache_bytes = 10 * 9;
+  const auto mixed = ImageSource::open({dir.file("part-*.h5")}, partial);
+  EXPECT_TRUE(mixed->files()[0].cached);
+  EXPECT_FALSE(mixed->files()[1].cached);
+  std::vector<uint8_t> buf2(22 * 9);
+  mixed->read(0, 22, buf2.data());
+  EXPECT_EQ(buf2, [&] {
+    std::vector<uint8_t> all(22 * 9);
+    src->read(0, 22, all.data());
+    return all;
+  }());
   // A list works the same as a glob.
   EXPECT_EQ(ImageSource::open({dir.file("part-0.h5"), dir.file("part-2.h5")})->size(), 15);
   EXPECT_THROW(ImageSource::open({dir.file("part-0.h5"), dir.file("part-0.h5")}), DataError);
