@@ -1,0 +1,92 @@
+#include "convert_common.hpp"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+
+#include "error.hpp"
+
+namespace hpctrain::datasets {
+
+using data::DataError;
+
+InputFile::InputFile(const std::string& path) : path_(path) {
+  errno = 0;
+  file_ = gzopen(path.c_str(), "rb");
+  if (file_ == nullptr) {
+    throw DataError(path + ": cannot open: " + (errno != 0 ? std::strerror(errno) : "zlib error"));
+  }
+  gzbuffer(file_, 1 << 20);
+}
+
+InputFile::~InputFile() {
+  if (file_ != nullptr) gzclose(file_);
+}
+
+size_t InputFile::read_some(void* dst, size_t bytes) {
+  size_t done = 0;
+  auto* out = static_cast<char*>(dst);
+  while (done < bytes) {
+    const auto want = static_cast<unsigned>(std::min<size_t>(bytes - done, INT_MAX / 2));
+    const int n = gzread(file_, out + done, want);
+    if (n < 0) {
+      int err = 0;
+      const char* msg = gzerror(file_, &err);
+      throw DataError(path_ + ": read failed: " + (msg != nullptr ? msg : "zlib error"));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+void InputFile::read(void* dst, size_t bytes, const char* what) {
+  const size_t got = read_some(dst, bytes);
+  if (got != bytes) {
+    throw DataError(path_ + ": file ends while reading " + what + " (" + std::to_string(got) +
+                    " of " + std::to_string(bytes) + " bytes; truncated file?)");
+  }
+}
+
+std::vector<std::string> numbered_classes(int64_t n) {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < n; ++i) names.push_back(std::to_string(i));
+  return names;
+}
+
+std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t num_classes) {
+  std::vector<int64_t> counts(static_cast<size_t>(num_classes), 0);
+  for (int64_t l : labels) {
+    if (l >= 0 && l < num_classes) ++counts[static_cast<size_t>(l)];
+  }
+  return counts;
+}
+
+std::vector<std::string> fashion_mnist_classes() {
+  return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+}
+
+void print_summary(std::ostream& out, const ConvertSummary& s) {
+  const auto& in = s.info;
+  out << "wrote " << s.output << ": " << in.num_samples << " images " << in.height << "x"
+      << in.width << "x" << in.channels << ", " << in.num_classes << " classes, chunk "
+      << in.chunk_images << " images, " << std::fixed << std::setprecision(1) << s.seconds
+      << " s\n";
+  out << std::setprecision(4) << "  mean";
+  for (double m : in.mean) out << " " << m;
+  out << "  std";
+  for (double d : in.std) out << " " << d;
+  out << "\n  per class:";
+  for (size_t c = 0; c < s.class_counts.size(); ++c) {
+    out << " " << in.class_names[c] << "=" << s.class_counts[c];
+  }
+  out << "\n";
+  out.unsetf(std::ios::floatfield);
+}
+
+}  // namespace hpctrain::datasets

@@ -1,0 +1,39 @@
+// Helpers shared by the converters: a gzip-or-plain file reader and the write loop.
+// Thread safety: single-threaded objects.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convert.hpp"
+
+namespace hpctrain::datasets {
+
+// Reads a file that may be gzip-compressed (zlib reads plain files through the same calls).
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  // Reads exactly `bytes` or throws DataError naming the file and what was being read.
+  void read(void* dst, size_t bytes, const char* what);
+  // Reads up to `bytes`; returns how many (0 at end of file).
+  size_t read_some(void* dst, size_t bytes);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  gzFile file_ = nullptr;
+};
+
+std::vector<std::string> numbered_classes(int64_t n);
+
+// Counts per class, for the summary.
+std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t num_classes);
+
+}  // namespace hpctrain::datasets

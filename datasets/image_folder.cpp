@@ -1,0 +1,119 @@
+// Image folder (root/class_name/*.jpg|png|...) -> hpctrain HDF5, decoded with stb_image and
+// resized with stb_image_resize (Debian's libstb): the center square of the shorter side is
+// resized to size x size, so aspect ratio is kept and every image has the same shape.
+#include <stb_image.h>
+#include <stb_image_resize.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include "convert.hpp"
+#include "convert_common.hpp"
+#include "error.hpp"
+#include "progress.hpp"
+
+namespace hpctrain::datasets {
+
+using data::DataError;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_image(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* e : {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm"}) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
+struct StbiFree {
+  void operator()(unsigned char* p) const { stbi_image_free(p); }
+};
+
+}  // namespace
+
+ConvertSummary convert_image_folder(const std::string& root, const std::string& output,
+                                    int64_t size, int64_t channels, const ConvertOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (size < 1 || size > data::kMaxSide) {
+    throw DataError("image folder: size " + std::to_string(size) + " outside [1, " +
+                    std::to_string(data::kMaxSide) + "]");
+  }
+  if (channels != 1 && channels != 3) throw DataError("image folder: channels must be 1 or 3");
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) throw DataError(root + ": not a directory");
+
+  std::vector<std::string> classes;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (entry.is_directory()) classes.push_back(entry.path().filename().string());
+  }
+  std::sort(classes.begin(), classes.end());
+  if (classes.empty()) throw DataError(root + ": no class subdirectories");
+  std::vector<std::pair<std::string, int64_t>> files;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    std::vector<std::string> in_class;
+    for (const auto& entry : fs::directory_iterator(fs::path(root) / classes[c])) {
+      if (entry.is_regular_file() && is_image(entry.path())) {
+        in_class.push_back(entry.path().string());
+      }
+    }
+    std::sort(in_class.begin(), in_class.end());
+    for (auto& f : in_class) files.emplace_back(std::move(f), static_cast<int64_t>(c));
+  }
+  if (files.empty()) throw DataError(root + ": no images found under the class directories");
+
+  const auto n = static_cast<int64_t>(files.size());
+  data::DatasetWriter writer(output, n, size, size, channels, classes, {options.chunk_images});
+  Progress progress(options.progress, "images", n);
+  const int64_t sb = size * size * channels;
+  constexpr int64_t kBlock = 256;
+  std::vector<uint8_t> block(static_cast<size_t>(kBlock * sb));
+  std::vector<int64_t> labels, block_labels;
+  int64_t done = 0;
+  for (const auto& [path, label] : files) {
+    int w = 0, h = 0, comp = 0;
+    std::unique_ptr<unsigned char, StbiFree> pixels(
+        stbi_load(path.c_str(), &w, &h, &comp, static_cast<int>(channels)));
+    if (!pixels) {
+      throw DataError(path + ": cannot decode image: " + stbi_failure_reason());
+    }
+    if (w < 1 || h < 1 || w > 65536 || h > 65536) {
+      throw DataError(path + ": image size " + std::to_string(w) + "x" + std::to_string(h) +
+                      " out of range");
+    }
+    const int side = std::min(w, h);
+    const int top = (h - side) / 2, left = (w - side) / 2;
+    const unsigned char* crop =
+        pixels.get() + (static_cast<size_t>(top) * w + left) * static_cast<size_t>(channels);
+    uint8_t* dst = block.data() + static_cast<int64_t>(block_labels.size()) * sb;
+    if (stbir_resize_uint8(crop, side, side, w * static_cast<int>(channels), dst,
+                           static_cast<int>(size), static_cast<int>(size), 0,
+                           static_cast<int>(channels)) == 0) {
+      throw DataError(path + ": resize failed");
+    }
+    block_labels.push_back(label);
+    labels.push_back(label);
+    if (static_cast<int64_t>(block_labels.size()) == kBlock ||
+        static_cast<int64_t>(labels.size()) == n) {
+      writer.write(done, static_cast<int64_t>(block_labels.size()), block.data(),
+                   block_labels.data());
+      done += static_cast<int64_t>(block_labels.size());
+      block_labels.clear();
+      progress.update(done);
+    }
+  }
+  ConvertSummary s;
+  s.output = output;
+  s.info = writer.finish();
+  s.class_counts = count_classes(labels, s.info.num_classes);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+}  // namespace hpctrain::datasets

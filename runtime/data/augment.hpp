@@ -1,0 +1,68 @@
+// Per-sample transforms: the training augmentations (random crop with zero padding + horizontal
+// flip, or random resized crop + flip), the deterministic evaluation path (center crop/resize),
+// normalisation with the dataset's mean/std, and the output layout (NCHW or channels_last) and
+// type (float32 normalised, or uint8 for normalising on the GPU), fused into one pass per sample.
+//
+// Every random choice for a sample comes from SplitMix64(derive_key(seed, epoch, index)), so a
+// sample's output is a pure function of (seed, epoch, global sample index): independent of the
+// thread that computes it and the same after a resume.
+// Thread safety: a Transform is immutable after construction; apply() may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "format.hpp"
+
+namespace hpctrain::data {
+
+enum class Augment { kNone, kCropFlip, kRandomResizedCrop };
+enum class Layout { kNCHW, kNHWC };
+enum class OutputType { kFloat32, kUint8 };
+
+struct TransformConfig {
+  Augment augment = Augment::kNone;
+  bool train = true;         // false: the evaluation path, whatever `augment` says
+  int64_t crop_padding = 4;  // kCropFlip
+  int64_t image_size = 0;    // output side; 0: the dataset's own height x width
+  Layout layout = Layout::kNCHW;
+  OutputType output = OutputType::kFloat32;
+  // kRandomResizedCrop, torchvision's defaults.
+  double min_scale = 0.08, max_scale = 1.0;
+  double min_ratio = 3.0 / 4.0, max_ratio = 4.0 / 3.0;
+  double flip_probability = 0.5;
+  // The evaluation path crops this fraction of the shorter side before resizing when the image is
+  // larger than the output (torchvision's Resize(256) + CenterCrop(224) is 224/256 = 0.875).
+  double center_crop_fraction = 0.875;
+};
+
+const char* to_string(Augment a);
+// "none" | "crop_flip" | "random_resized_crop" ([data] augment); throws DataError otherwise.
+Augment parse_augment(const std::string& name);
+
+class Transform {
+ public:
+  // Throws DataError when the config cannot apply to images of `info`'s shape.
+  Transform(const TransformConfig& config, const DatasetInfo& info);
+
+  int64_t out_height() const { return out_h_; }
+  int64_t out_width() const { return out_w_; }
+  int64_t channels() const { return c_; }
+  size_t sample_output_bytes() const;
+
+  // src: one H x W x C uint8 image; dst: sample_output_bytes() bytes in the configured layout.
+  void apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t index, void* dst) const;
+
+ private:
+  struct Box {
+    int64_t top, left, height, width;
+  };
+
+  TransformConfig config_;
+  int64_t h_, w_, c_, out_h_, out_w_;
+  std::vector<float> scale_, bias_;  // normalisation: v * scale + bias == (v/255 - mean) / std
+};
+
+}  // namespace hpctrain::data

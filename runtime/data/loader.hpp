@@ -1,0 +1,147 @@
+// Loader: the per-rank training/evaluation data loader. It reads this rank's shard of an
+// ImageSource (sampler.hpp), transforms each sample (augment.hpp) and assembles batches ahead of
+// the consumer on background threads.
+//
+// Determinism: batch k of an epoch always holds the same samples with the same augmentation,
+// whatever the number of worker threads, because workers claim whole batches by number, every
+// random choice is a function of (seed, epoch, sample index), and batches are handed out in
+// order. Resume: state() is (epoch, consumed), consumed being the global count of samples of the
+// epoch's order consumed by all ranks (per-rank batch x world size per step). Passing it back to
+// start_epoch() continues exactly there, also with a different world size.
+// Memory: batch buffers come from BufferAllocator (pinned host memory in CUDA builds) and are
+// recycled through a pool; at most max(workers, prefetch_batches) batches are claimed by workers
+// and not yet handed out.
+// Thread safety: one consumer thread calls start_epoch/next/state; the loader owns its workers.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "augment.hpp"
+#include "sampler.hpp"
+#include "source.hpp"
+
+namespace hpctrain::data {
+
+// Supplies batch buffers. The CUDA runtime passes cudaHostAlloc/cudaFreeHost here so batches can
+// be copied to the device asynchronously; the default uses aligned operator new.
+struct BufferAllocator {
+  std::function<void*(size_t bytes)> allocate;
+  std::function<void(void* ptr, size_t bytes)> deallocate;
+};
+BufferAllocator default_allocator();
+
+struct LoaderConfig {
+  int64_t batch_size = 32;       // per rank
+  int64_t workers = 4;           // background threads; 0 reads on the caller's thread
+  int64_t prefetch_batches = 4;  // batches prepared ahead of the consumer
+  uint64_t seed = 0;
+  bool shuffle = true;
+  TailPolicy tail = TailPolicy::kDrop;
+  bool drop_last_batch = false;  // drop this rank's final short batch
+  bool readahead = true;         // hint each batch's reads to the kernel before reading them
+  int64_t rank = 0, world_size = 1;
+  TransformConfig transform;
+  BufferAllocator allocator;  // empty: default_allocator()
+
+  // Throws DataError naming the first invalid field.
+  void validate() const;
+};
+
+class BufferPool;
+
+// One per-rank batch. Owns its image buffer (returned to the pool when destroyed).
+class Batch {
+ public:
+  Batch() = default;
+  Batch(Batch&&) noexcept;
+  Batch& operator=(Batch&&) noexcept;
+  ~Batch();
+
+  int64_t epoch = 0;
+  int64_t index = 0;  // batch number within this rank's part of the epoch since start_epoch
+  int64_t size = 0;   // samples
+  int64_t channels = 0, height = 0, width = 0;
+  Layout layout = Layout::kNCHW;
+  OutputType output = OutputType::kFloat32;
+  std::vector<int64_t> labels;   // size entries
+  std::vector<int64_t> samples;  // global sample indices, size entries
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // The full batch_size capacity of the buffer, for a fixed-shape device copy.
+  size_t capacity() const { return capacity_; }
+
+ private:
+  friend class Loader;
+  void* data_ = nullptr;
+  size_t bytes_ = 0, capacity_ = 0;
+  std::shared_ptr<BufferPool> pool_;
+};
+
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t consumed = 0;
+};
+
+// Time spent by the workers, summed over threads; for finding where the time goes.
+struct LoaderStats {
+  double read_s = 0, transform_s = 0;
+  int64_t samples = 0, batches = 0;
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const ImageSource> source, LoaderConfig config);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Starts (or restarts) reading `epoch` from position `consumed`; discards batches in flight.
+  void start_epoch(int64_t epoch, int64_t consumed = 0);
+  // The next batch, or nullopt at the end of the epoch. Rethrows a worker's error.
+  std::optional<Batch> next();
+
+  LoaderState state() const { return {epoch_, consumed_}; }
+  // Batches this rank yields in the current epoch from its start position.
+  int64_t num_batches() const { return num_batches_; }
+  const Transform& transform() const { return transform_; }
+  LoaderStats stats() const;
+
+ private:
+  void stop_workers();
+  void worker_loop();
+  Batch produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& stats);
+  void hint_batch(int64_t k) const;
+
+  std::shared_ptr<const ImageSource> source_;
+  LoaderConfig config_;
+  Transform transform_;
+  std::shared_ptr<BufferPool> pool_;
+
+  int64_t epoch_ = 0;
+  int64_t consumed_ = 0;
+  ShardPlan plan_;
+  int64_t num_batches_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, ready_cv_;
+  int64_t next_claim_ = 0;    // next batch number a worker may take
+  int64_t next_deliver_ = 0;  // next batch number next() returns
+  std::map<int64_t, Batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  LoaderStats stats_;
+  std::vector<uint8_t> sync_staging_;  // workers == 0
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hpctrain::data

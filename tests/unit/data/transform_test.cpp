@@ -1,0 +1,171 @@
+// Transform (augment.hpp): exact evaluation path, layouts, and that every augmentation is a
+// pure function of (seed, epoch, sample index) producing what its geometry says.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "augment.hpp"
+#include "error.hpp"
+
+namespace hpctrain::data {
+namespace {
+
+DatasetInfo info_of(int64_t h, int64_t w, int64_t c) {
+  DatasetInfo in;
+  in.num_samples = 1;
+  in.height = h;
+  in.width = w;
+  in.channels = c;
+  in.num_classes = 2;
+  in.mean.assign(c, 0.25);
+  in.std.assign(c, 0.5);
+  return in;
+}
+
+std::vector<uint8_t> image(int64_t h, int64_t w, int64_t c) {
+  std::vector<uint8_t> img(h * w * c);
+  for (size_t i = 0; i < img.size(); ++i) img[i] = static_cast<uint8_t>((i * 37 + 11) & 0xff);
+  return img;
+}
+
+template <typename T>
+std::vector<T> run(const Transform& t, const std::vector<uint8_t>& src, int64_t index,
+                   uint64_t seed = 1, int64_t epoch = 0) {
+  std::vector<T> out(t.sample_output_bytes() / sizeof(T));
+  t.apply(src.data(), seed, epoch, index, out.data());
+  return out;
+}
+
+TEST(Transform, EvalIsExactNormalisationInBothLayouts) {
+  const int64_t h = 5, w = 7, c = 3;
+  const auto src = image(h, w, c);
+  TransformConfig cfg;
+  cfg.train = false;
+  cfg.augment = Augment::kCropFlip;  // ignored when not training
+  const Transform nchw(cfg, info_of(h, w, c));
+  cfg.layout = Layout::kNHWC;
+  const Transform nhwc(cfg, info_of(h, w, c));
+  const auto a = run<float>(nchw, src, 3);
+  const auto b = run<float>(nhwc, src, 3);
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float expect = (src[(y * w + x) * c + ch] / 255.0f - 0.25f) / 0.5f;
+        ASSERT_NEAR(a[ch * h * w + y * w + x], expect, 1e-5);
+        ASSERT_NEAR(b[(y * w + x) * c + ch], expect, 1e-5);
+      }
+    }
+  }
+  cfg.output = OutputType::kUint8;
+  const Transform raw(cfg, info_of(h, w, c));
+  EXPECT_EQ(run<uint8_t>(raw, src, 0), src);
+}
+
+// Reference for crop_flip: the zero-padded shifted/flipped image.
+std::vector<uint8_t> shifted(const std::vector<uint8_t>& src, int64_t h, int64_t w, int64_t c,
+                             int64_t dy, int64_t dx, bool flip) {
+  std::vector<uint8_t> out(h * w * c, 0);
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      const int64_t sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+      if (sy < 0 || sy >= h || sx < 0 || sx >= w) continue;
+      for (int64_t ch = 0; ch < c; ++ch) out[(y * w + x) * c + ch] = src[(sy * w + sx) * c + ch];
+    }
+  }
+  return out;
+}
+
+TEST(Transform, CropFlipIsAPaddedShiftAndDeterministic) {
+  const int64_t h = 8, w = 8, c = 3, pad = 2;
+  const auto src = image(h, w, c);
+  TransformConfig cfg;
+  cfg.augment = Augment::kCropFlip;
+  cfg.crop_padding = pad;
+  cfg.layout = Layout::kNHWC;
+  cfg.output = OutputType::kUint8;
+  const Transform t(cfg, info_of(h, w, c));
+  int flips = 0, shifts = 0;
+  for (int64_t index = 0; index < 200; ++index) {
+    const auto out = run<uint8_t>(t, src, index);
+    ASSERT_EQ(out, run<uint8_t>(t, src, index));  // pure function
+    bool matched = false;
+    for (int64_t dy = -pad; dy <= pad && !matched; ++dy) {
+      for (int64_t dx = -pad; dx <= pad && !matched; ++dx) {
+        for (bool flip : {false, true}) {
+          if (out == shifted(src, h, w, c, dy, dx, flip)) {
+            matched = true;
+            flips += flip;
+            shifts += dy != 0 || dx != 0;
+            break;
+          }
+        }
+      }
+    }
+    ASSERT_TRUE(matched) << "sample " << index;
+  }
+  // Both choices are actually random (p = 0.5 flip; 24 of 25 offsets shift).
+  EXPECT_GT(flips, 60);
+  EXPECT_LT(flips, 140);
+  EXPECT_GT(shifts, 150);
+  EXPECT_NE(run<uint8_t>(t, src, 5, /*seed=*/1, /*epoch=*/0),
+            run<uint8_t>(t, src, 5, /*seed=*/1, /*epoch=*/1));
+}
+
+TEST(Transform, RandomResizedCropOutputsTheSizeAndInterpolates) {
+  const int64_t h = 40, w = 30, c = 3;
+  std::vector<uint8_t> flat(h * w * c, 77);
+  TransformConfig cfg;
+  cfg.augment = Augment::kRandomResizedCrop;
+  cfg.image_size = 16;
+  cfg.output = OutputType::kUint8;
+  const Transform t(cfg, info_of(h, w, c));
+  EXPECT_EQ(t.out_height(), 16);
+  for (int64_t i = 0; i < 50; ++i) {
+    const auto out = run<uint8_t>(t, flat, i);
+    ASSERT_EQ(out.size(), 16u * 16 * 3);
+    for (uint8_t v : out) ASSERT_EQ(v, 77);  // a constant image stays constant
+  }
+  const auto src = image(h, w, c);
+  EXPECT_EQ(run<uint8_t>(t, src, 9), run<uint8_t>(t, src, 9));
+  EXPECT_NE(run<uint8_t>(t, src, 9), run<uint8_t>(t, src, 10));
+}
+
+TEST(Transform, EvalResizeIsCenteredAndSeedFree) {
+  const int64_t h = 64, w = 48, c = 1;
+  // A horizontal ramp: the center crop of a symmetric ramp is symmetric.
+  std::vector<uint8_t> src(h * w);
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) src[y * w + x] = static_cast<uint8_t>(x * 5);
+  }
+  TransformConfig cfg;
+  cfg.train = false;
+  cfg.image_size = 24;
+  cfg.output = OutputType::kUint8;
+  const Transform t(cfg, info_of(h, w, c));
+  const auto a = run<uint8_t>(t, src, 1, /*seed=*/1);
+  EXPECT_EQ(a, run<uint8_t>(t, src, 2, /*seed=*/99));
+  // 0.875 of 48 = 42 columns starting at 3: the first output column samples near x = 3.4.
+  EXPECT_NEAR(a[0], 5 * 3.375, 1.0);
+  EXPECT_NEAR(a[23], 5 * 43.625, 1.0);
+}
+
+TEST(Transform, ParsesSpecNames) {
+  EXPECT_EQ(parse_augment("random_resized_crop"), Augment::kRandomResizedCrop);
+  EXPECT_EQ(parse_augment("none"), Augment::kNone);
+  EXPECT_THROW(parse_augment("flip"), DataError);
+}
+
+TEST(Transform, RejectsImpossibleConfigs) {
+  TransformConfig cfg;
+  cfg.augment = Augment::kCropFlip;
+  cfg.crop_padding = 2;
+  cfg.image_size = 40;
+  EXPECT_THROW(Transform(cfg, info_of(32, 32, 3)), DataError);
+  cfg.image_size = 36;
+  EXPECT_NO_THROW(Transform(cfg, info_of(32, 32, 3)));
+  cfg.image_size = -1;
+  EXPECT_THROW(Transform(cfg, info_of(32, 32, 3)), DataError);
+}
+
+}  // namespace
+}  // namespace hpctrain::data
