@@ -12,8 +12,8 @@
 namespace hpctrain::dist {
 
 // The kernel's ephemeral port range, from /proc/sys/net/ipv4/ip_local_port_range (or `path`).
-std::pair<int, int> ephemeral_port_range(const std::string& path =
-                                             "/proc/sys/net/ipv4/ip_local_port_range");
+std::pair<int, int> ephemeral_port_range(
+    const std::string& path = "/proc/sys/net/ipv4/ip_local_port_range");
 
 // A port in [10000, 65535] outside [ephemeral.first, ephemeral.second], a stable hash of
 // (job_id, step_id). Throws std::invalid_argument if no such port exists.

@@ -1,0 +1,356 @@
+#include "dist/process_group.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/types.h>
+#include <chrono>
+#include <sstream>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "common/error.hpp"
+#include "dist/pmix_exchange.hpp"
+#include "dist/ports.hpp"
+
+namespace hpctrain::dist {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
+
+bool resolves_to_loopback(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0 || !result) return false;
+  const auto* addr = reinterpret_cast<const sockaddr_in*>(result->ai_addr);
+  const bool loopback = (ntohl(addr->sin_addr.s_addr) >> 24) == 127;
+  ::freeaddrinfo(result);
+  return loopback;
+}
+
+std::string list_ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+  std::ostringstream out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out << ", ";
+    out << ranks[i];
+    if (static_cast<size_t>(ranks[i]) < hosts.size() && !hosts[ranks[i]].empty()) {
+      out << " (" << hosts[ranks[i]] << ")";
+    }
+  }
+  return out.str();
+}
+
+class GlooWork : public Work {
+ public:
+  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::function<void(const std::string&)> on_error)
+      : work_(std::move(work)), on_error_(std::move(on_error)) {}
+  void wait() override {
+    try {
+      work_->wait();
+    } catch (const std::exception& e) {
+      on_error_(e.what());  // throws
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::function<void(const std::string&)> on_error_;
+};
+
+class C10dGroup : public ProcessGroup, public Communicator {
+ public:
+  C10dGroup(const WorldInfo& world, RendezvousPlan plan, const JoinOptions& options)
+      : world_(world), plan_(std::move(plan)), options_(options) {}
+
+  void start(const EnvMap& env) {
+    connect_store(env);
+    register_and_wait();
+    create_backend(env);
+  }
+
+  // ProcessGroup
+  Communicator& communicator() override { return *this; }
+  const std::vector<std::string>& hosts() const override { return hosts_; }
+  const RendezvousPlan& plan() const override { return plan_; }
+  std::string store_address() const override { return host_ + ":" + std::to_string(port_); }
+
+  // Communicator
+  int rank() const override { return world_.rank; }
+  int size() const override { return world_.world_size; }
+  std::string backend() const override { return options_.backend; }
+
+  std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return std::make_unique<GlooWork>(guard([&] { return pg_->allreduce(tensors); }),
+                                      [this](const std::string& e) { fail(e); });
+  }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      GlooWork(guard([&] { return pg_->broadcast(one, opts); }), [this](const std::string& e) {
+        fail(e);
+      }).wait();
+    }
+  }
+
+  void barrier() override {
+    // A barrier is an all-reduce of one element: it has the collective deadline and the same
+    // failure diagnosis as everything else.
+    auto one = torch::zeros({1});
+    all_reduce(one);
+  }
+
+  void abort() override {
+    if (pg_) pg_->abort();
+  }
+
+ private:
+  template <typename F>
+  c10::intrusive_ptr<c10d::Work> guard(F&& launch) {
+    try {
+      return launch();
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    return {};
+  }
+
+  void connect_store(const EnvMap& env) {
+    (void)env;
+    const auto timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.rendezvous_timeout);
+    int listen_fd = -1;
+    const bool server = world_.rank == 0 && !plan_.agent_store;
+    host_ = plan_.host;
+    port_ = plan_.port;
+    if (server) {
+      try {
+        std::tie(listen_fd, port_) = bind_listen_socket(plan_.port);
+      } catch (const std::system_error& e) {
+        HPCTRAIN_THROW(rt::PeerError, std::string("rank 0 cannot listen for the rendezvous on ") +
+                                          world_.hostname + ":" + std::to_string(plan_.port) +
+                                          " (" + plan_.port_source + "): " + e.what() +
+                                          "; set MASTER_PORT to a free port");
+      }
+    }
+    if (plan_.method == "pmix") {
+      PmixSession pmix;
+      if (pmix.rank() != world_.rank) {
+        HPCTRAIN_THROW(rt::Error, "PMIx says this is rank " + std::to_string(pmix.rank()) +
+                                      " but the environment says rank " +
+                                      std::to_string(world_.rank));
+      }
+      const std::string published =
+          pmix.exchange_from_rank0("hpctrain.store", world_.hostname + ":" + std::to_string(port_),
+                                   options_.rendezvous_timeout);
+      const auto colon = published.rfind(':');
+      host_ = published.substr(0, colon);
+      port_ = std::stoi(published.substr(colon + 1));
+    }
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(port_);
+    opts.isServer = server;
+    opts.numWorkers = std::nullopt;  // we wait ourselves, to name the ranks that are missing
+    opts.waitWorkers = false;
+    opts.timeout = timeout;
+    if (server) opts.masterListenFd = listen_fd;
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(server ? std::string("0.0.0.0") : host_, opts);
+    } catch (const std::exception& e) {
+      HPCTRAIN_THROW(rt::PeerError, "cannot reach the rendezvous store of rank 0 at " + host_ +
+                                        ":" + std::to_string(port_) + " within " +
+                                        std::to_string(options_.rendezvous_timeout.count()) +
+                                        " s (is rank 0 running? " + plan_.port_source +
+                                        "): " + first_line(e.what()));
+    }
+  }
+
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+  void register_and_wait() {
+    store_->set("host/" + std::to_string(world_.rank), world_.hostname);
+    const auto deadline = Clock::now() + options_.rendezvous_timeout;
+    std::vector<std::string> keys;
+    for (int r = 0; r < world_.world_size; ++r) keys.push_back("host/" + std::to_string(r));
+    while (true) {
+      std::vector<int> missing;
+      try {
+        for (int r = 0; r < world_.world_size; ++r) {
+          if (!store_->check({keys[r]})) missing.push_back(r);
+        }
+      } catch (const std::exception& e) {
+        HPCTRAIN_THROW(rt::PeerError, "lost the rendezvous store of rank 0 at " + host_ + ":" +
+                                          std::to_string(port_) +
+                                          " while waiting for ranks: " + first_line(e.what()));
+      }
+      if (missing.empty()) break;
+      if (Clock::now() >= deadline) {
+        std::vector<int> present;
+        std::vector<std::string> hosts(world_.world_size);
+        for (int r = 0; r < world_.world_size; ++r) {
+          if (std::find(missing.begin(), missing.end(), r) != missing.end()) continue;
+          present.push_back(r);
+          hosts[r] = to_string(store_->get(keys[r]));
+        }
+        HPCTRAIN_THROW(rt::PeerError, "rendezvous timed out after " +
+                                          std::to_string(options_.rendezvous_timeout.count()) +
+                                          " s: " + std::to_string(missing.size()) + " of " +
+                                          std::to_string(world_.world_size) +
+                                          " ranks never arrived: " + list_ranks(missing, {}) +
+                                          "; arrived: " + list_ranks(present, hosts));
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    hosts_.resize(world_.world_size);
+    for (int r = 0; r < world_.world_size; ++r) hosts_[r] = to_string(store_->get(keys[r]));
+  }
+
+  static std::string to_string(const std::vector<uint8_t>& bytes) {
+    return std::string(bytes.begin(), bytes.end());
+  }
+
+  void create_backend(const EnvMap& env) {
+    if (options_.backend != "gloo") {
+      HPCTRAIN_THROW(rt::Error, "backend '" + options_.backend + "' is not in this build");
+    }
+    auto opts = c10d::ProcessGroupGloo::Options::create(
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.collective_timeout));
+    auto ifname = env.find("GLOO_SOCKET_IFNAME");
+    if (ifname != env.end() && !ifname->second.empty()) {
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForInterface(ifname->second, false));
+    } else {
+      // Several hosts and a hostname that resolves to 127.x: peers would be told to connect to
+      // their own loopback. Catch it here with a message instead of a timeout later.
+      bool several_hosts = false;
+      for (const auto& h : hosts_) several_hosts = several_hosts || h != world_.hostname;
+      if (several_hosts && resolves_to_loopback(world_.hostname)) {
+        HPCTRAIN_THROW(rt::Error, "this host's name '" + world_.hostname +
+                                      "' resolves to a loopback address, so ranks on other hosts "
+                                      "cannot reach it; fix /etc/hosts or set GLOO_SOCKET_IFNAME");
+      }
+      opts->devices.push_back(
+          c10d::ProcessGroupGloo::createDeviceForHostname(world_.hostname, false));
+    }
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store_);
+    try {
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, world_.rank, world_.world_size,
+                                                        opts);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+
+  // A collective failed: find out which ranks are gone, then throw a PeerError naming them.
+  [[noreturn]] void fail(const std::string& what) {
+    const std::string cause = first_line(what);
+    std::vector<int> missing;
+    try {
+      const std::string epoch = std::to_string(++failures_);
+      store_->set("alive/" + epoch + "/" + std::to_string(world_.rank), "1");
+      const auto deadline =
+          Clock::now() + std::min<std::chrono::seconds>(options_.collective_timeout, 10s);
+      while (true) {
+        missing.clear();
+        for (int r = 0; r < world_.world_size; ++r) {
+          if (!store_->check({"alive/" + epoch + "/" + std::to_string(r)})) missing.push_back(r);
+        }
+        if (missing.empty() || Clock::now() >= deadline) break;
+        std::this_thread::sleep_for(200ms);
+      }
+    } catch (const std::exception&) {
+      // The store lives in rank 0: if it is unreachable, rank 0 is gone.
+      HPCTRAIN_THROW(rt::PeerError,
+                     "lost rank 0" + host_suffix(0) +
+                         ", which serves the rendezvous store; collective failed: " + cause);
+    }
+    if (missing.empty()) {
+      HPCTRAIN_THROW(rt::PeerError, "collective failed with every rank still reachable: " + cause);
+    }
+    HPCTRAIN_THROW(rt::PeerError, "lost rank" + std::string(missing.size() > 1 ? "s " : " ") +
+                                      list_ranks(missing, hosts_) +
+                                      "; collective failed: " + cause);
+  }
+
+  std::string host_suffix(int rank) const {
+    if (static_cast<size_t>(rank) < hosts_.size()) return " (" + hosts_[rank] + ")";
+    return "";
+  }
+
+  WorldInfo world_;
+  RendezvousPlan plan_;
+  JoinOptions options_;
+  std::string host_;
+  int port_ = 0;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  std::vector<std::string> hosts_;
+  int failures_ = 0;
+};
+
+}  // namespace
+
+RendezvousPlan plan_rendezvous(const WorldInfo& world, const EnvMap& env) {
+  RendezvousPlan plan;
+  if (world.world_size == 1) {
+    plan.method = "local";
+    plan.host = "127.0.0.1";
+    plan.port = 0;
+    plan.port_source = "kernel";
+    return plan;
+  }
+  auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
+  plan.agent_store = agent != env.end() && agent->second == "True";
+  if (world.master_addr && world.master_port) {
+    plan.method = "tcp";
+    plan.host = *world.master_addr;
+    plan.port = *world.master_port;
+    plan.port_source = "MASTER_ADDR/MASTER_PORT";
+    return plan;
+  }
+  if (world.pmix) {
+    plan.method = "pmix";
+    plan.port = 0;
+    plan.port_source = "kernel-chosen port published through PMIx";
+    return plan;
+  }
+  if (world.source == EnvSource::kSlurm && !world.nodes.empty()) {
+    plan.method = "tcp";
+    plan.host = world.nodes.front();
+    if (world.master_port) {
+      plan.port = *world.master_port;
+      plan.port_source = "MASTER_PORT";
+    } else {
+      plan.port = derive_port(world.job_id, world.step_id, ephemeral_port_range());
+      plan.port_source = "derived from job " + world.job_id + " step " + world.step_id;
+    }
+    if (world.rank == 0 && short_name(world.hostname) != short_name(plan.host)) {
+      HPCTRAIN_THROW(rt::Error, "rank 0 runs on " + world.hostname +
+                                    " but the step's first node is " + plan.host +
+                                    "; use srun --mpi=pmix or set MASTER_ADDR");
+    }
+    return plan;
+  }
+  HPCTRAIN_THROW(rt::Error, std::string("no way to rendezvous for ") + to_string(world.source) +
+                                " ranks: set MASTER_ADDR and MASTER_PORT, or launch with PMIx");
+}
+
+std::unique_ptr<ProcessGroup> join(const WorldInfo& world, const EnvMap& env,
+                                   const JoinOptions& options) {
+  auto group = std::make_unique<C10dGroup>(world, plan_rendezvous(world, env), options);
+  group->start(env);
+  return group;
+}
+
+}  // namespace hpctrain::dist

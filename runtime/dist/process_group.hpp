@@ -1,0 +1,49 @@
+// Joining the job's process group: the rendezvous (PMIx, or a TCPStore at a known host and port),
+// the store every rank registers in, and the communicator on top (Gloo on CPU, NCCL on CUDA).
+// A rank that never arrives makes the others fail with a message naming it.
+// Thread safety: join() from the main thread; the Group's communicator as communicator.hpp says.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "dist/world.hpp"
+
+namespace hpctrain::dist {
+
+struct JoinOptions {
+  std::chrono::seconds rendezvous_timeout{600};
+  std::chrono::seconds collective_timeout{600};
+  std::string backend = "gloo";  // gloo | nccl
+  int cuda_device = -1;          // for nccl
+};
+
+// How the ranks find each other, decided from the environment without joining anything.
+struct RendezvousPlan {
+  std::string method;        // "pmix", "tcp" (host:port known to all), "local" (one process)
+  std::string host;          // tcp: the store's host
+  int port = 0;              // tcp: the store's port (0 for pmix: chosen by rank 0's kernel)
+  std::string port_source;   // "MASTER_PORT", "derived from job 12 step 0", "kernel"
+  bool agent_store = false;  // torchrun's agent hosts the store; rank 0 is a client too
+};
+
+RendezvousPlan plan_rendezvous(const WorldInfo& world, const EnvMap& env);
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual Communicator& communicator() = 0;
+  // Host of every rank, as each registered it.
+  virtual const std::vector<std::string>& hosts() const = 0;
+  virtual const RendezvousPlan& plan() const = 0;
+  // "host:port" of the store.
+  virtual std::string store_address() const = 0;
+};
+
+std::unique_ptr<ProcessGroup> join(const WorldInfo& world, const EnvMap& env,
+                                   const JoinOptions& options);
+
+}  // namespace hpctrain::dist
