@@ -348,7 +348,10 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
     const int local_size = required_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", launcher, 1);
     const int local_rank = required_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", launcher);
     check_local("OMPI_COMM_WORLD_LOCAL_RANK", local_rank, "OMPI_COMM_WORLD_LOCAL_SIZE", local_size);
-    check_local("OMPI_COMM_WORLD_LOCAL_SIZE", local_size - 1, "OMPI_COMM_WORLD_SIZE", view.size);
+    if (local_size > view.size) {
+      throw EnvError("OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
+                     " exceeds OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size));
+    }
     if (views.empty()) {
       world.source = EnvSource::kOpenMpi;
       world.rank = view.rank;
