@@ -25,6 +25,15 @@ using Clock = std::chrono::steady_clock;
 
 std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
 
+bool resolves(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* result = nullptr;
+  const bool ok = ::getaddrinfo(host.c_str(), nullptr, &hints, &result) == 0 && result;
+  if (result) ::freeaddrinfo(result);
+  return ok;
+}
+
 bool resolves_to_loopback(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -183,12 +192,20 @@ class C10dGroup : public ProcessGroup, public Communicator {
     const auto deadline = Clock::now() + options_.rendezvous_timeout;
     std::vector<std::string> keys;
     for (int r = 0; r < world_.world_size; ++r) keys.push_back("host/" + std::to_string(r));
+    const std::string verdict_key = "rendezvous/failed";
     while (true) {
       std::vector<int> missing;
       try {
+        // Rank 0 publishes its verdict when its deadline passes, so every rank reports the same
+        // missing ranks instead of "lost the store" when rank 0 then exits.
+        if (world_.rank != 0 && store_->check({verdict_key})) {
+          HPCTRAIN_THROW(rt::PeerError, to_string(store_->get(verdict_key)));
+        }
         for (int r = 0; r < world_.world_size; ++r) {
           if (!store_->check({keys[r]})) missing.push_back(r);
         }
+      } catch (const rt::PeerError&) {
+        throw;
       } catch (const std::exception& e) {
         HPCTRAIN_THROW(rt::PeerError, "lost the rendezvous store of rank 0 at " + host_ + ":" +
                                           std::to_string(port_) +
@@ -203,12 +220,16 @@ class C10dGroup : public ProcessGroup, public Communicator {
           present.push_back(r);
           hosts[r] = to_string(store_->get(keys[r]));
         }
-        HPCTRAIN_THROW(rt::PeerError, "rendezvous timed out after " +
-                                          std::to_string(options_.rendezvous_timeout.count()) +
-                                          " s: " + std::to_string(missing.size()) + " of " +
-                                          std::to_string(world_.world_size) +
-                                          " ranks never arrived: " + list_ranks(missing, {}) +
-                                          "; arrived: " + list_ranks(present, hosts));
+        const std::string verdict =
+            "rendezvous timed out after " + std::to_string(options_.rendezvous_timeout.count()) +
+            " s: " + std::to_string(missing.size()) + " of " + std::to_string(world_.world_size) +
+            " ranks never arrived: " + list_ranks(missing, {}) +
+            "; arrived: " + list_ranks(present, hosts);
+        if (world_.rank == 0) {
+          store_->set(verdict_key, verdict);
+          std::this_thread::sleep_for(1s);  // the others poll every 100 ms
+        }
+        HPCTRAIN_THROW(rt::PeerError, verdict);
       }
       std::this_thread::sleep_for(100ms);
     }
@@ -334,6 +355,11 @@ RendezvousPlan plan_rendezvous(const WorldInfo& world, const EnvMap& env) {
     } else {
       plan.port = derive_port(world.job_id, world.step_id, ephemeral_port_range());
       plan.port_source = "derived from job " + world.job_id + " step " + world.step_id;
+    }
+    if (!resolves(plan.host)) {
+      HPCTRAIN_THROW(rt::Error, "the step's first node '" + plan.host +
+                                    "' (where rank 0 listens) does not resolve to an address; "
+                                    "use srun --mpi=pmix or set MASTER_ADDR");
     }
     if (world.rank == 0 && short_name(world.hostname) != short_name(plan.host)) {
       HPCTRAIN_THROW(rt::Error, "rank 0 runs on " + world.hostname +

@@ -5,6 +5,7 @@
 
 #include <csignal>
 
+#include <c10/util/Logging.h>
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,9 @@ spec::Spec load_spec(const std::string& file) {
 }
 
 int run(const Args& args) {
+  // libtorch logs c10d warnings with a C++ stack trace each; on hundreds of ranks that buries the
+  // one line that matters (ours, which names rank, host and cause). Errors only, unless asked.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 2;
   // The stop signals first: before any backend starts and may install handlers of its own.
   std::optional<spec::Spec> spec;
   if (!args.spec_file.empty()) spec = load_spec(args.spec_file);
