@@ -6,16 +6,21 @@
 //     --output float|uint8 --layout nchw|nhwc --no-shuffle --hdf5-reads --epochs E --cold
 //     --no-cache --no-readahead
 //   bench_loader open FILE                                 seconds to open (chunk index scan)
+//   bench_loader randread FILE BYTES THREADS [--cold]      the disk alone: the whole file in
+//     BYTES-sized preads in a shuffled order, THREADS at a time (I/O depth), like fio randread
 // --cold evicts the file from the page cache first (posix_fadvise DONTNEED), so the figure is
 // the disk's, not memory's. Output is one line of key=value pairs for run.sh to tabulate.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "error.hpp"
@@ -79,6 +84,42 @@ int raw(const std::string& path, bool cold) {
   ::close(fd);
   std::printf("mode=raw bytes=%llu seconds=%.4f MBps=%.1f\n",
               static_cast<unsigned long long>(total), dt, total / dt / 1e6);
+  return 0;
+}
+
+// What the disk does with shuffled reads of one image's size at a given depth: the ceiling for
+// the loader's uncached reads, without HDF5, transforms or batching.
+int randread(const std::string& path, int64_t bytes, int64_t threads, bool cold) {
+  if (cold) evict(path);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 || bytes < 1 || threads < 1) {
+    std::perror(path.c_str());
+    return 1;
+  }
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  std::vector<int64_t> order(static_cast<size_t>(size / bytes));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  hd::SplitMix64 rng(3);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> total{0};
+  const double t0 = now_s();
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      std::vector<char> buf(static_cast<size_t>(bytes));
+      for (size_t i = next++; i < order.size(); i = next++) {
+        const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(order[i] * bytes));
+        if (n > 0) total += static_cast<uint64_t>(n);
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  const double dt = now_s() - t0;
+  ::close(fd);
+  std::printf("mode=randread bytes=%llu seconds=%.4f MBps=%.1f threads=%lld read_bytes=%lld\n",
+              static_cast<unsigned long long>(total.load()), dt, total.load() / dt / 1e6,
+              static_cast<long long>(threads), static_cast<long long>(bytes));
   return 0;
 }
 
@@ -160,7 +201,7 @@ int load(const std::string& path, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: bench_loader gen|raw|load|open FILE ...\n";
+    std::cerr << "usage: bench_loader gen|raw|load|open|randread FILE ...\n";
     return 2;
   }
   const std::string cmd = argv[1], path = argv[2];
@@ -171,6 +212,10 @@ int main(int argc, char** argv) {
     }
     if (cmd == "raw") return raw(path, argc >= 4 && std::string(argv[3]) == "--cold");
     if (cmd == "load") return load(path, argc - 3, argv + 3);
+    if (cmd == "randread" && argc >= 5) {
+      return randread(path, std::stoll(argv[3]), std::stoll(argv[4]),
+                      argc >= 6 && std::string(argv[5]) == "--cold");
+    }
     if (cmd == "open") {
       const double t0 = now_s();
       auto src = hd::ImageSource::open({path});
