@@ -4,7 +4,7 @@
 //   bench_loader load FILE [options]                       loader images/s
 //     --workers W --batch B --augment none|crop_flip|random_resized_crop --image-size S
 //     --output float|uint8 --layout nchw|nhwc --no-shuffle --hdf5-reads --epochs E --cold
-//     --no-cache --no-readahead
+//     --no-cache --no-readahead --readahead-batches R --no-coalesce
 //   bench_loader open FILE                                 seconds to open (chunk index scan)
 //   bench_loader randread FILE BYTES THREADS [--cold]      the disk alone: the whole file in
 //     BYTES-sized preads in a shuffled order, THREADS at a time (I/O depth), like fio randread
@@ -149,6 +149,10 @@ int load(const std::string& path, int argc, char** argv) {
       sopts.direct_reads = false;
     else if (a == "--no-readahead")
       cfg.readahead = false;
+    else if (a == "--readahead-batches")
+      cfg.readahead_batches = std::stoll(val());
+    else if (a == "--no-coalesce")
+      sopts.coalesce_reads = false;
     else if (a == "--no-cache")
       sopts.cache_bytes = 0;
     else if (a == "--cold")
@@ -185,14 +189,17 @@ int load(const std::string& path, int argc, char** argv) {
   // Opening counts: with caching it includes reading the whole file.
   const double dt = now_s() - t0 + open_s;
   const auto st = loader.stats();
+  const auto io = src->io_counters();
   const double in_bytes =
       static_cast<double>(images) * static_cast<double>(src->info().sample_bytes());
   std::printf(
       "mode=load images=%lld seconds=%.4f images_per_s=%.1f input_MBps=%.1f open_s=%.4f "
-      "read_s=%.3f transform_s=%.3f workers=%lld augment=%s direct=%d cached=%d checksum=%llu\n",
+      "read_s=%.3f transform_s=%.3f workers=%lld augment=%s direct=%d cached=%d io_reads=%lld "
+      "io_MB=%.1f checksum=%llu\n",
       static_cast<long long>(images), dt, images / dt, in_bytes / dt / 1e6, open_s, st.read_s,
       st.transform_s, static_cast<long long>(cfg.workers), hd::to_string(cfg.transform.augment),
       src->files()[0].direct ? 1 : 0, src->files()[0].cached ? 1 : 0,
+      static_cast<long long>(io.reads), static_cast<double>(io.bytes) / 1e6,
       static_cast<unsigned long long>(checksum));
   return 0;
 }
