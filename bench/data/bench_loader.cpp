@@ -4,18 +4,23 @@
 //   bench_loader load FILE [options]                       loader images/s
 //     --workers W --batch B --augment none|crop_flip|random_resized_crop --image-size S
 //     --output float|uint8 --layout nchw|nhwc --no-shuffle --hdf5-reads --epochs E --cold
-//     --no-cache --no-readahead
+//     --no-cache --no-readahead --readahead-batches R --no-coalesce
 //   bench_loader open FILE                                 seconds to open (chunk index scan)
+//   bench_loader randread FILE BYTES THREADS [--cold]      the disk alone: the whole file in
+//     BYTES-sized preads in a shuffled order, THREADS at a time (I/O depth), like fio randread
 // --cold evicts the file from the page cache first (posix_fadvise DONTNEED), so the figure is
 // the disk's, not memory's. Output is one line of key=value pairs for run.sh to tabulate.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "error.hpp"
@@ -82,6 +87,42 @@ int raw(const std::string& path, bool cold) {
   return 0;
 }
 
+// What the disk does with shuffled reads of one image's size at a given depth: the ceiling for
+// the loader's uncached reads, without HDF5, transforms or batching.
+int randread(const std::string& path, int64_t bytes, int64_t threads, bool cold) {
+  if (cold) evict(path);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0 || bytes < 1 || threads < 1) {
+    std::perror(path.c_str());
+    return 1;
+  }
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  std::vector<int64_t> order(static_cast<size_t>(size / bytes));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  hd::SplitMix64 rng(3);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  std::atomic<size_t> next{0};
+  std::atomic<uint64_t> total{0};
+  const double t0 = now_s();
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      std::vector<char> buf(static_cast<size_t>(bytes));
+      for (size_t i = next++; i < order.size(); i = next++) {
+        const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(order[i] * bytes));
+        if (n > 0) total += static_cast<uint64_t>(n);
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  const double dt = now_s() - t0;
+  ::close(fd);
+  std::printf("mode=randread bytes=%llu seconds=%.4f MBps=%.1f threads=%lld read_bytes=%lld\n",
+              static_cast<unsigned long long>(total.load()), dt, total.load() / dt / 1e6,
+              static_cast<long long>(threads), static_cast<long long>(bytes));
+  return 0;
+}
+
 int load(const std::string& path, int argc, char** argv) {
   hd::LoaderConfig cfg;
   cfg.workers = 2;
@@ -108,6 +149,10 @@ int load(const std::string& path, int argc, char** argv) {
       sopts.direct_reads = false;
     else if (a == "--no-readahead")
       cfg.readahead = false;
+    else if (a == "--readahead-batches")
+      cfg.readahead_batches = std::stoll(val());
+    else if (a == "--no-coalesce")
+      sopts.coalesce_reads = false;
     else if (a == "--no-cache")
       sopts.cache_bytes = 0;
     else if (a == "--cold")
@@ -144,14 +189,17 @@ int load(const std::string& path, int argc, char** argv) {
   // Opening counts: with caching it includes reading the whole file.
   const double dt = now_s() - t0 + open_s;
   const auto st = loader.stats();
+  const auto io = src->io_counters();
   const double in_bytes =
       static_cast<double>(images) * static_cast<double>(src->info().sample_bytes());
   std::printf(
       "mode=load images=%lld seconds=%.4f images_per_s=%.1f input_MBps=%.1f open_s=%.4f "
-      "read_s=%.3f transform_s=%.3f workers=%lld augment=%s direct=%d cached=%d checksum=%llu\n",
+      "read_s=%.3f transform_s=%.3f workers=%lld augment=%s direct=%d cached=%d io_reads=%lld "
+      "io_MB=%.1f checksum=%llu\n",
       static_cast<long long>(images), dt, images / dt, in_bytes / dt / 1e6, open_s, st.read_s,
       st.transform_s, static_cast<long long>(cfg.workers), hd::to_string(cfg.transform.augment),
       src->files()[0].direct ? 1 : 0, src->files()[0].cached ? 1 : 0,
+      static_cast<long long>(io.reads), static_cast<double>(io.bytes) / 1e6,
       static_cast<unsigned long long>(checksum));
   return 0;
 }
@@ -160,7 +208,7 @@ int load(const std::string& path, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: bench_loader gen|raw|load|open FILE ...\n";
+    std::cerr << "usage: bench_loader gen|raw|load|open|randread FILE ...\n";
     return 2;
   }
   const std::string cmd = argv[1], path = argv[2];
@@ -171,6 +219,10 @@ int main(int argc, char** argv) {
     }
     if (cmd == "raw") return raw(path, argc >= 4 && std::string(argv[3]) == "--cold");
     if (cmd == "load") return load(path, argc - 3, argv + 3);
+    if (cmd == "randread" && argc >= 5) {
+      return randread(path, std::stoll(argv[3]), std::stoll(argv[4]),
+                      argc >= 6 && std::string(argv[5]) == "--cold");
+    }
     if (cmd == "open") {
       const double t0 = now_s();
       auto src = hd::ImageSource::open({path});

@@ -97,6 +97,9 @@ void LoaderConfig::validate() const {
   if (prefetch_batches < 1 || prefetch_batches > 256) {
     bad("prefetch_batches must be in [1, 256], got " + std::to_string(prefetch_batches));
   }
+  if (readahead_batches < 0 || readahead_batches > 256) {
+    bad("readahead_batches must be in [0, 256], got " + std::to_string(readahead_batches));
+  }
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     bad("rank " + std::to_string(rank) + " outside world size " + std::to_string(world_size));
   }
@@ -148,6 +151,7 @@ void Loader::start_epoch(int64_t epoch, int64_t consumed) {
   num_batches_ = config_.drop_last_batch ? plan_.per_rank / b : (plan_.per_rank + b - 1) / b;
   next_claim_ = 0;
   next_deliver_ = 0;
+  next_hint_ = 0;
   for (int64_t i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
 
@@ -156,6 +160,7 @@ void Loader::worker_loop() {
   const int64_t ahead = std::max(config_.prefetch_batches, config_.workers);
   for (;;) {
     int64_t k = 0;
+    std::pair<int64_t, int64_t> hints;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] {
@@ -163,9 +168,11 @@ void Loader::worker_loop() {
       });
       if (stop_) return;
       k = next_claim_++;
+      hints = claim_hints(k);
     }
     LoaderStats local;
     try {
+      hint_batches(hints);
       Batch batch = produce(k, staging, local);
       std::lock_guard<std::mutex> lock(mu_);
       ready_.emplace(k, std::move(batch));
@@ -210,33 +217,16 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   batch.capacity_ = pool_->bytes();
   batch.bytes_ = out_sb * static_cast<size_t>(n);
 
-  // Read in file order, one read per run of consecutive samples (and at most one per chunk),
-  // into staging; slot_offset[i] says where slot i's pixels landed.
+  // One call for the whole batch: the source sorts the byte ranges and coalesces nearby ones.
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::pair<int64_t, int64_t>> order;  // (sample, slot)
-  order.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order.emplace_back(batch.samples[static_cast<size_t>(i)], i);
-  std::sort(order.begin(), order.end());
   staging.resize(sb * static_cast<size_t>(n));
-  std::vector<size_t> slot_offset(static_cast<size_t>(n));
-  if (config_.readahead) {
-    // Queue all of this batch's small reads with the kernel at once, instead of one blocking
-    // pread at a time per thread. (Hinting further ahead measured no better on our disk.)
-    hint_batch(k);
-  }
-  for (size_t i = 0; i < order.size();) {
-    size_t j = i + 1;
-    while (j < order.size() && order[j].first == order[j - 1].first + 1) ++j;
-    source_->read(order[i].first, static_cast<int64_t>(j - i), staging.data() + i * sb);
-    for (size_t m = i; m < j; ++m) slot_offset[static_cast<size_t>(order[m].second)] = m * sb;
-    i = j;
-  }
+  source_->read_samples(batch.samples.data(), n, staging.data());
   stats.read_s += seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
   auto* out = static_cast<uint8_t*>(batch.data_);
   for (int64_t i = 0; i < n; ++i) {
-    transform_.apply(staging.data() + slot_offset[static_cast<size_t>(i)], config_.seed, epoch_,
+    transform_.apply(staging.data() + static_cast<size_t>(i) * sb, config_.seed, epoch_,
                      batch.samples[static_cast<size_t>(i)], out + static_cast<size_t>(i) * out_sb);
   }
   stats.transform_s += seconds_since(t0);
@@ -244,18 +234,20 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   return batch;
 }
 
-void Loader::hint_batch(int64_t k) const {
+std::pair<int64_t, int64_t> Loader::claim_hints(int64_t k) {
+  if (!config_.readahead) return {0, 0};
+  const int64_t first = std::max(next_hint_, k);
+  const int64_t last = std::min(num_batches_, k + 1 + config_.readahead_batches);
+  next_hint_ = std::max(next_hint_, last);
+  return {first, std::max(first, last)};
+}
+
+void Loader::hint_batches(std::pair<int64_t, int64_t> range) const {
   const int64_t b = config_.batch_size;
-  const int64_t begin = k * b;
-  const int64_t end = std::min(begin + b, plan_.per_rank);
-  if (begin >= end) return;
-  std::vector<int64_t> samples(plan_.indices.begin() + begin, plan_.indices.begin() + end);
-  std::sort(samples.begin(), samples.end());
-  for (size_t i = 0; i < samples.size();) {
-    size_t j = i + 1;
-    while (j < samples.size() && samples[j] == samples[j - 1] + 1) ++j;
-    source_->will_need(samples[i], static_cast<int64_t>(j - i));
-    i = j;
+  for (int64_t k = range.first; k < range.second; ++k) {
+    const int64_t begin = k * b;
+    const int64_t end = std::min(begin + b, plan_.per_rank);
+    if (begin < end) source_->will_need_samples(plan_.indices.data() + begin, end - begin);
   }
 }
 
@@ -265,6 +257,12 @@ std::optional<Batch> Loader::next() {
   if (config_.workers == 0) {
     std::vector<uint8_t>& staging = sync_staging_;
     LoaderStats local;
+    std::pair<int64_t, int64_t> hints;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hints = claim_hints(next_deliver_);
+    }
+    hint_batches(hints);
     batch = produce(next_deliver_, staging, local);
     std::lock_guard<std::mutex> lock(mu_);
     stats_.read_s += local.read_s;

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "augment.hpp"
@@ -47,7 +48,12 @@ struct LoaderConfig {
   bool shuffle = true;
   TailPolicy tail = TailPolicy::kDrop;
   bool drop_last_batch = false;  // drop this rank's final short batch
-  bool readahead = true;         // hint each batch's reads to the kernel before reading them
+  // Hint each batch's reads to the kernel (posix_fadvise WILLNEED) before reading them, and
+  // readahead_batches further batches beyond the one a worker claims, so more reads are in
+  // flight than there are workers. Bounded: at most workers + readahead_batches batches are
+  // hinted and not yet read. Only uncached pread files are hinted.
+  bool readahead = true;
+  int64_t readahead_batches = 2;
   int64_t rank = 0, world_size = 1;
   TransformConfig transform;
   BufferAllocator allocator;  // empty: default_allocator()
@@ -120,7 +126,9 @@ class Loader {
   void stop_workers();
   void worker_loop();
   Batch produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& stats);
-  void hint_batch(int64_t k) const;
+  // Batches to hint when batch k is claimed, [first, second); call with mu_ held.
+  std::pair<int64_t, int64_t> claim_hints(int64_t k);
+  void hint_batches(std::pair<int64_t, int64_t> range) const;
 
   std::shared_ptr<const ImageSource> source_;
   LoaderConfig config_;
@@ -136,6 +144,7 @@ class Loader {
   std::condition_variable work_cv_, ready_cv_;
   int64_t next_claim_ = 0;    // next batch number a worker may take
   int64_t next_deliver_ = 0;  // next batch number next() returns
+  int64_t next_hint_ = 0;     // batches before this one have been hinted
   std::map<int64_t, Batch> ready_;
   std::exception_ptr error_;
   bool stop_ = false;

@@ -5,10 +5,12 @@
 #include <hdf5.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -122,9 +124,11 @@ std::vector<std::string> read_strings(hid_t obj, const char* name, const std::st
   return out;
 }
 
-// Reads all of `got` or throws; a short read means the file ends before its metadata says.
-void pread_all(int fd, uint8_t* dst, size_t bytes, uint64_t offset, const std::string& path) {
+// Reads all of `bytes` or throws; a short read means the file ends before its metadata says.
+void pread_all(int fd, uint8_t* dst, size_t bytes, uint64_t offset, const std::string& path,
+               std::atomic<int64_t>& calls) {
   while (bytes > 0) {
+    calls.fetch_add(1, std::memory_order_relaxed);
     const ssize_t n = ::pread(fd, dst, bytes, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -140,7 +144,44 @@ void pread_all(int fd, uint8_t* dst, size_t bytes, uint64_t offset, const std::s
   }
 }
 
+// preadv(2) until every iovec is full; iov is consumed (advanced past what was read).
+void preadv_all(int fd, iovec* iov, size_t count, uint64_t offset, const std::string& path,
+                std::atomic<int64_t>& calls) {
+  while (count > 0) {
+    calls.fetch_add(1, std::memory_order_relaxed);
+    const ssize_t n = ::preadv(fd, iov, static_cast<int>(count), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(path,
+           "read of /images failed at offset " + std::to_string(offset) + ": " + errno_text(errno));
+    }
+    if (n == 0) {
+      fail(path, "/images ends at offset " + std::to_string(offset) + " (file truncated?)");
+    }
+    offset += static_cast<uint64_t>(n);
+    auto left = static_cast<size_t>(n);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (left > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+}
+
 }  // namespace
+
+struct ImageSource::Piece {
+  size_t file = 0;
+  uint64_t offset = 0;  // absolute file offset of the sample's pixels
+  int64_t slot = 0;     // position in the caller's list
+  bool operator<(const Piece& o) const {
+    return file != o.file ? file < o.file : offset != o.offset ? offset < o.offset : slot < o.slot;
+  }
+};
 
 struct ImageSource::Handle {
   std::string path;
@@ -154,6 +195,7 @@ struct ImageSource::Handle {
   std::vector<uint8_t> cache;          // all pixels (filtered files), when cache_bytes allows
   const uint8_t* map = nullptr;        // the whole file mapped (direct files), when it allows
   size_t map_bytes = 0;
+  std::atomic<int64_t>* io_reads = nullptr;  // the source's counter
 
   ~Handle() {
     if (map != nullptr) ::munmap(const_cast<uint8_t*>(map), map_bytes);
@@ -165,8 +207,19 @@ struct ImageSource::Handle {
     if (map != nullptr) {
       std::memcpy(dst, map + offset, bytes);
     } else {
-      pread_all(fd, dst, bytes, offset, path);
+      pread_all(fd, dst, bytes, offset, path, *io_reads);
     }
+  }
+
+  bool pread_path() const { return direct && map == nullptr; }
+
+  // Absolute file offset of local sample i (direct layouts only).
+  uint64_t offset_of(int64_t i) const {
+    const auto sb = static_cast<uint64_t>(sample_bytes);
+    if (chunk_images == 0) return contiguous_offset + static_cast<uint64_t>(i) * sb;
+    const int64_t ci = i / chunk_images;
+    return chunk_offset[static_cast<size_t>(ci)] +
+           static_cast<uint64_t>(i - ci * chunk_images) * sb;
   }
 };
 
@@ -204,6 +257,7 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
                                                const SourceOptions& options) {
   h5::quiet();
   std::shared_ptr<ImageSource> src(new ImageSource());
+  src->options_ = options;
   const std::vector<std::string> paths = expand_paths(paths_or_globs);
   std::vector<double> mean_sum, std_sum;
   int64_t cache_left = options.cache_bytes;
@@ -212,6 +266,7 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     auto handle = std::make_unique<Handle>();
     Handle& h = *handle;
     h.path = path;
+    h.io_reads = &src->io_reads_;
     h.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (h.fd < 0) throw DataError(path + ": cannot open dataset file: " + errno_text(errno));
     struct stat st {};
@@ -464,6 +519,7 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     file.count = n;
     file.chunk_images = h.chunk_images;
     file.direct = h.direct;
+    src->any_pread_ = src->any_pread_ || h.pread_path();
     src->info_.num_samples += n;
     src->files_.push_back(file);
     src->handles_.push_back(std::move(handle));
@@ -543,6 +599,7 @@ void ImageSource::read_file(size_t file, int64_t local_first, int64_t count, uin
   if (h.direct && h.chunk_images == 0) {
     h.copy(dst, static_cast<size_t>(count) * sb,
            h.contiguous_offset + static_cast<uint64_t>(local_first) * sb);
+    if (h.map == nullptr) io_bytes_.fetch_add(count * h.sample_bytes, std::memory_order_relaxed);
     return;
   }
   if (h.direct) {
@@ -553,6 +610,7 @@ void ImageSource::read_file(size_t file, int64_t local_first, int64_t count, uin
       const int64_t take = std::min(count, h.chunk_images - in_chunk);
       h.copy(dst, static_cast<size_t>(take) * sb,
              h.chunk_offset[static_cast<size_t>(ci)] + static_cast<uint64_t>(in_chunk) * sb);
+      if (h.map == nullptr) io_bytes_.fetch_add(take * h.sample_bytes, std::memory_order_relaxed);
       dst += static_cast<uint64_t>(take) * sb;
       local_first += take;
       count -= take;
@@ -570,6 +628,130 @@ void ImageSource::read_file(size_t file, int64_t local_first, int64_t count, uin
   h5::Hid mspace = h5::check(H5Screate_simple(4, extent, nullptr), H5Sclose, h.path);
   h5::check(H5Dread(h.images.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, dst),
             h.path + ": cannot read dataset /images");
+}
+
+IoCounters ImageSource::io_counters() const {
+  return {io_reads_.load(std::memory_order_relaxed), io_bytes_.load(std::memory_order_relaxed)};
+}
+
+void ImageSource::plan_pieces(const int64_t* samples, int64_t n, std::vector<Piece>& pieces,
+                              std::vector<int64_t>& rest) const {
+  pieces.clear();
+  rest.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = samples[i];
+    if (s < 0 || s >= size()) {
+      throw DataError("read of sample " + std::to_string(s) + " outside the dataset of " +
+                      std::to_string(size()));
+    }
+    const size_t fi = file_of(s);
+    const Handle& h = *handles_[fi];
+    if (h.pread_path()) {
+      pieces.push_back({fi, h.offset_of(s - files_[fi].first), i});
+    } else {
+      rest.push_back(i);
+    }
+  }
+  std::sort(pieces.begin(), pieces.end());
+}
+
+namespace {
+// Largest gap merged into one I/O; < 0: nothing is merged, not even adjacent samples.
+int64_t merge_gap(const SourceOptions& o, int64_t sample_bytes) {
+  return o.coalesce_reads ? std::min(o.coalesce_gap_bytes, sample_bytes) : -1;
+}
+}  // namespace
+
+void ImageSource::read_samples(const int64_t* samples, int64_t n, uint8_t* dst) const {
+  // Scratch per thread: loader workers call this once per batch.
+  thread_local std::vector<Piece> pieces;
+  thread_local std::vector<int64_t> rest;
+  thread_local std::vector<iovec> iov;
+  thread_local std::vector<uint8_t> discard;
+  plan_pieces(samples, n, pieces, rest);
+  const auto sb = static_cast<size_t>(info_.sample_bytes());
+  {
+    // Mapped, cached and H5Dread files: one read per run of consecutive samples (one H5Dread
+    // costs far more than a copy), scattered from a scratch buffer.
+    thread_local std::vector<uint8_t> run_buf;
+    std::sort(rest.begin(), rest.end(), [&](int64_t x, int64_t y) {
+      return samples[x] != samples[y] ? samples[x] < samples[y] : x < y;
+    });
+    for (size_t a = 0; a < rest.size();) {
+      size_t b = a + 1;
+      while (b < rest.size() && samples[rest[b]] == samples[rest[b - 1]] + 1) ++b;
+      if (b - a == 1) {
+        read(samples[rest[a]], 1, dst + static_cast<size_t>(rest[a]) * sb);
+      } else {
+        run_buf.resize((b - a) * sb);
+        read(samples[rest[a]], static_cast<int64_t>(b - a), run_buf.data());
+        for (size_t m = a; m < b; ++m) {
+          std::memcpy(dst + static_cast<size_t>(rest[m]) * sb, run_buf.data() + (m - a) * sb, sb);
+        }
+      }
+      a = b;
+    }
+  }
+
+  const int64_t gap = merge_gap(options_, info_.sample_bytes());
+  if (gap > 0 && discard.size() < static_cast<size_t>(gap))
+    discard.resize(static_cast<size_t>(gap));
+  // IOV_MAX bounds one preadv; each sample needs at most two entries (gap + image).
+  constexpr size_t kMaxIov = IOV_MAX >= 2 ? IOV_MAX : 2;
+  for (size_t a = 0; a < pieces.size();) {
+    const Handle& h = *handles_[pieces[a].file];
+    iov.clear();
+    iov.push_back({dst + static_cast<size_t>(pieces[a].slot) * sb, sb});
+    uint64_t end = pieces[a].offset + sb;
+    size_t b = a + 1;
+    for (; b < pieces.size() && pieces[b].file == pieces[a].file; ++b) {
+      const Piece& p = pieces[b];
+      if (p.offset < end) {
+        // The same sample twice (padded tails): copied below from its first copy.
+        continue;
+      }
+      if (static_cast<int64_t>(p.offset - end) > gap || iov.size() + 2 > kMaxIov) break;
+      if (p.offset > end) iov.push_back({discard.data(), static_cast<size_t>(p.offset - end)});
+      iov.push_back({dst + static_cast<size_t>(p.slot) * sb, sb});
+      end = p.offset + sb;
+    }
+    io_bytes_.fetch_add(static_cast<int64_t>(end - pieces[a].offset), std::memory_order_relaxed);
+    if (iov.size() == 1) {
+      pread_all(h.fd, dst + static_cast<size_t>(pieces[a].slot) * sb, sb, pieces[a].offset, h.path,
+                io_reads_);
+    } else {
+      preadv_all(h.fd, iov.data(), iov.size(), pieces[a].offset, h.path, io_reads_);
+    }
+    for (size_t m = a + 1; m < b; ++m) {
+      if (pieces[m].offset == pieces[m - 1].offset) {
+        std::memcpy(dst + static_cast<size_t>(pieces[m].slot) * sb,
+                    dst + static_cast<size_t>(pieces[m - 1].slot) * sb, sb);
+      }
+    }
+    a = b;
+  }
+}
+
+void ImageSource::will_need_samples(const int64_t* samples, int64_t n) const {
+  if (!any_pread_) return;
+  thread_local std::vector<Piece> pieces;
+  thread_local std::vector<int64_t> rest;
+  plan_pieces(samples, n, pieces, rest);
+  const auto sb = static_cast<uint64_t>(info_.sample_bytes());
+  // Merged like reads: fewer, larger requests, and the gaps are as small as the reads'.
+  const int64_t gap = std::max<int64_t>(0, merge_gap(options_, info_.sample_bytes()));
+  for (size_t a = 0; a < pieces.size();) {
+    uint64_t end = pieces[a].offset + sb;
+    size_t b = a + 1;
+    while (b < pieces.size() && pieces[b].file == pieces[a].file &&
+           pieces[b].offset <= end + static_cast<uint64_t>(gap)) {
+      end = std::max(end, pieces[b].offset + sb);
+      ++b;
+    }
+    ::posix_fadvise(handles_[pieces[a].file]->fd, static_cast<off_t>(pieces[a].offset),
+                    static_cast<off_t>(end - pieces[a].offset), POSIX_FADV_WILLNEED);
+    a = b;
+  }
 }
 
 }  // namespace hpctrain::data

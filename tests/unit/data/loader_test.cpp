@@ -220,6 +220,34 @@ TEST_F(LoaderTest, AllocatorHookSuppliesAndRecyclesBuffers) {
   EXPECT_EQ(live.load(), 0);
 }
 
+TEST_F(LoaderTest, CoalescedReadsGiveTheSameBatchesWithFewerReads) {
+  std::vector<Seen> runs;
+  std::vector<int64_t> reads;
+  for (const bool shuffle : {true, false}) {
+    for (const bool coalesce : {true, false}) {
+      SourceOptions opts;
+      opts.cache_bytes = 0;
+      opts.coalesce_reads = coalesce;
+      auto src = ImageSource::open({dir_.file("a.h5"), dir_.file("b.h5")}, opts);
+      LoaderConfig c = config(2);
+      c.shuffle = shuffle;
+      c.readahead_batches = coalesce ? 8 : 0;  // the hint window changes nothing either
+      Loader l(src, c);
+      l.start_epoch(1);
+      runs.push_back(drain(l));
+      reads.push_back(src->io_counters().reads);
+    }
+  }
+  EXPECT_TRUE(runs[0].bytes == runs[1].bytes);
+  EXPECT_TRUE(runs[2].bytes == runs[3].bytes);
+  EXPECT_EQ(runs[0].samples, runs[1].samples);
+  EXPECT_EQ(reads[1], 211);  // off: one pread per sample
+  EXPECT_LT(reads[0], 211);  // shuffled batches of 16 of 211 still hold neighbours
+  EXPECT_EQ(reads[3], 211);
+  // In order: one read per batch of 16 (14 batches), plus one where a batch crosses into b.h5.
+  EXPECT_EQ(reads[2], 15);
+}
+
 TEST_F(LoaderTest, RejectsBadConfig) {
   LoaderConfig c = config(2);
   c.batch_size = 0;
@@ -227,6 +255,9 @@ TEST_F(LoaderTest, RejectsBadConfig) {
   c = config(2);
   c.rank = 2;
   c.world_size = 2;
+  EXPECT_THROW(Loader(source_, c), DataError);
+  c = config(2);
+  c.readahead_batches = -1;
   EXPECT_THROW(Loader(source_, c), DataError);
 }
 

@@ -84,6 +84,63 @@ TEST(Source, ManyFilesAreOneIndexSpaceInSortedGlobOrder) {
   EXPECT_THROW(ImageSource::open({dir.file("nothing-*.h5")}), DataError);
 }
 
+TEST(Source, ReadSamplesCoalescesNearbyImagesIntoOneRead) {
+  TempDir dir;
+  make_dataset(dir.file("a.h5"), 40, 8, 8, 3, 10, /*chunk_images=*/16);
+  const int64_t sb = 8 * 8 * 3;
+  // Unsorted, with a repeat: 3,4,5 touch; 7 is one image after 5 (merged across the gap);
+  // 10 and 13 are two images away from their neighbours (separate reads).
+  const std::vector<int64_t> samples = {10, 4, 3, 7, 5, 4, 13};
+  std::vector<std::vector<uint8_t>> got;
+  std::vector<IoCounters> io;
+  for (const bool coalesce : {true, false}) {
+    SourceOptions opts;
+    opts.cache_bytes = 0;
+    opts.coalesce_reads = coalesce;
+    const auto src = ImageSource::open({dir.file("a.h5")}, opts);
+    std::vector<uint8_t> buf(samples.size() * sb);
+    src->read_samples(samples.data(), static_cast<int64_t>(samples.size()), buf.data());
+    for (size_t i = 0; i < samples.size(); ++i) expect_sample(buf, i * sb, samples[i], sb);
+    got.push_back(buf);
+    io.push_back(src->io_counters());
+  }
+  EXPECT_EQ(io[0].reads, 3);       // [3..7], [10], [13]
+  EXPECT_EQ(io[0].bytes, 7 * sb);  // the one-image gap (sample 6) is read and discarded
+  EXPECT_EQ(io[1].reads, 6);       // one per distinct sample; the repeat is copied
+  EXPECT_EQ(io[1].bytes, 6 * sb);
+  EXPECT_EQ(got[0], got[1]);
+}
+
+TEST(Source, ReadSamplesAgreesOnEveryPath) {
+  TempDir dir;
+  make_dataset(dir.file("part-0.h5"), 70, 5, 4, 3, 10, 8, 0);
+  make_dataset(dir.file("part-1.h5"), 50, 5, 4, 3, 10, 0, 70);  // contiguous layout
+  std::vector<int64_t> samples;
+  for (int64_t i = 0; i < 90; ++i) samples.push_back((i * 37 + i / 3) % 120);
+  samples.push_back(69);  // the last image of file 0 and the first of file 1
+  samples.push_back(70);
+  const int64_t sb = 5 * 4 * 3;
+  std::vector<uint8_t> first;
+  for (int mode = 0; mode < 5; ++mode) {
+    SourceOptions opts;
+    opts.cache_bytes = mode == 0 ? 1 << 20 : mode == 1 ? 70 * sb : 0;  // mapped, mixed, pread
+    opts.direct_reads = mode != 3;                                     // H5Dread
+    opts.coalesce_reads = mode != 4;
+    const auto src = ImageSource::open({dir.file("part-*.h5")}, opts);
+    std::vector<uint8_t> buf(samples.size() * sb);
+    src->read_samples(samples.data(), static_cast<int64_t>(samples.size()), buf.data());
+    for (size_t i = 0; i < samples.size(); ++i) expect_sample(buf, i * sb, samples[i], sb);
+    if (mode == 0) first = buf;
+    EXPECT_EQ(buf, first) << "mode " << mode;
+    EXPECT_EQ(src->io_counters().reads == 0, mode == 0 || mode == 3) << "mode " << mode;
+  }
+  const std::vector<int64_t> outside = {3, 120};
+  std::vector<uint8_t> buf(2 * sb);
+  EXPECT_THROW(
+      ImageSource::open({dir.file("part-*.h5")})->read_samples(outside.data(), 2, buf.data()),
+      DataError);
+}
+
 // Expects open() to fail with a DataError whose message contains every fragment.
 void expect_open_error(const std::vector<std::string>& paths,
                        const std::vector<std::string>& fragments) {
