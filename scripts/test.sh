@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds hpctrain and runs the whole test suite: unit, integration, slurm (a local Slurm cluster
 # this run starts and stops) and gpu (skips itself without CUDA); then the launcher's unit tests
-# again under AddressSanitizer and UndefinedBehaviorSanitizer. Installs what is missing first.
+# and the torch-free libraries' (data, dist) again under AddressSanitizer and
+# UndefinedBehaviorSanitizer. Installs what is missing first.
 #   HPCTRAIN_BUILD_DIR   build directory (default: build)
 #   HPCTRAIN_SANITIZE=0  skip the sanitizer pass
 set -euo pipefail
@@ -29,7 +30,8 @@ if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
   step "launcher unit tests under ASan+UBSan (build-asan)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_SANITIZE=ON \
     -DHPCTRAIN_BUILD_TESTS=ON >/dev/null
-  cmake --build build-asan -j "$jobs" --target hpctrain launcher_unit_tests
+  cmake --build build-asan -j "$jobs" --target hpctrain launcher_unit_tests hpctrain_data_tests \
+    dist_unit_tests
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
 fi

@@ -27,6 +27,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "gloo" or "nccl"
+  virtual at::Device device() const = 0;    // where its tensors must live
   // Sums `tensor` over all ranks in place.
   virtual std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor) = 0;
   void all_reduce(at::Tensor& tensor) { all_reduce_async(tensor)->wait(); }

@@ -15,6 +15,9 @@
 
 #include "common/error.hpp"
 #include "dist/pmix_exchange.hpp"
+#ifdef HPCTRAIN_WITH_NCCL
+#include "dist/nccl_backend.hpp"
+#endif
 #include "dist/ports.hpp"
 
 namespace hpctrain::dist {
@@ -95,6 +98,11 @@ class C10dGroup : public ProcessGroup, public Communicator {
   int rank() const override { return world_.rank; }
   int size() const override { return world_.world_size; }
   std::string backend() const override { return options_.backend; }
+  at::Device device() const override {
+    return options_.backend == "nccl"
+               ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(options_.cuda_device))
+               : at::Device(at::kCPU);
+  }
 
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor) override {
     std::vector<at::Tensor> tensors{tensor};
@@ -116,7 +124,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
   void barrier() override {
     // A barrier is an all-reduce of one element: it has the collective deadline and the same
     // failure diagnosis as everything else.
-    auto one = torch::zeros({1});
+    auto one = torch::zeros({1}, torch::TensorOptions().device(device()));
     all_reduce(one);
   }
 
@@ -242,8 +250,23 @@ class C10dGroup : public ProcessGroup, public Communicator {
   }
 
   void create_backend(const EnvMap& env) {
+    if (options_.backend == "nccl") {
+#ifdef HPCTRAIN_WITH_NCCL
+      try {
+        pg_ = make_nccl_backend(
+            c10::make_intrusive<c10d::PrefixStore>("nccl", store_), world_.rank, world_.world_size,
+            std::chrono::duration_cast<std::chrono::milliseconds>(options_.collective_timeout),
+            options_.cuda_device);
+      } catch (const std::exception& e) {
+        fail(e.what());
+      }
+      return;
+#else
+      HPCTRAIN_THROW(rt::Error, "the NCCL backend is not in this build (configure with CUDA)");
+#endif
+    }
     if (options_.backend != "gloo") {
-      HPCTRAIN_THROW(rt::Error, "backend '" + options_.backend + "' is not in this build");
+      HPCTRAIN_THROW(rt::Error, "unknown backend '" + options_.backend + "'");
     }
     auto opts = c10d::ProcessGroupGloo::Options::create(
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.collective_timeout));
@@ -315,7 +338,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
   std::string host_;
   int port_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  c10::intrusive_ptr<c10d::Backend> pg_;
   std::vector<std::string> hosts_;
   int failures_ = 0;
 };

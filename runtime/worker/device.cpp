@@ -28,6 +28,7 @@ bool cuda_available() { return torch::cuda::is_available(); }
 
 int bind_device(int local_rank, const dist::EnvMap& env) {
   const int visible = static_cast<int>(torch::cuda::device_count());
+  // The NCCL backend makes it the current device when it starts (dist/nccl_backend.cpp).
   return choose(local_rank, env, visible);
 }
 

@@ -61,7 +61,11 @@ int run(const Args& args) {
   const dist::WorldInfo world = dist::detect_world(env, host);
   rt::set_rank_context(world.rank, world.world_size, host);
 
+#ifdef HPCTRAIN_WITH_NCCL
   const bool cuda = worker::cuda_available();
+#else
+  const bool cuda = false;  // a CPU build: Gloo even where libtorch could see a GPU
+#endif
   const std::string backend = cuda ? "nccl" : "gloo";
   if (args.describe_env) {
     auto j = nlohmann::json::parse(dist::to_json(world));

@@ -15,15 +15,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Values small enough that every partial sum is an exact float: the check can demand equality.
-torch::Tensor pattern(int64_t numel, int rank) {
-  return (torch::arange(numel, torch::kFloat32).remainder(13) + 1) * (rank + 1);
+torch::Tensor pattern(int64_t numel, int rank, at::Device device = at::kCPU) {
+  return (torch::arange(numel, torch::TensorOptions(torch::kFloat32).device(device)).remainder(13) +
+          1) *
+         (rank + 1);
 }
 
 int check_all_reduce(dist::Communicator& comm, int64_t numel, std::ostream& out) {
-  auto t = pattern(numel, comm.rank());
+  auto t = pattern(numel, comm.rank(), comm.device());
   comm.all_reduce(t);
   const int n = comm.size();
-  const auto expected = pattern(numel, 0) * (n * (n + 1) / 2);
+  const auto expected = pattern(numel, 0, comm.device()) * (n * (n + 1) / 2);
   const int64_t wrong = t.ne(expected).sum().item<int64_t>();
   if (wrong) {
     out << rt::rank_prefix() << "all-reduce of " << numel << " floats: " << wrong
@@ -33,10 +35,12 @@ int check_all_reduce(dist::Communicator& comm, int64_t numel, std::ostream& out)
 }
 
 int check_broadcast(dist::Communicator& comm, int64_t numel, int root, std::ostream& out) {
-  std::vector<torch::Tensor> t{comm.rank() == root ? pattern(numel, root)
-                                                   : torch::full({numel}, -1.0f)};
+  std::vector<torch::Tensor> t{
+      comm.rank() == root
+          ? pattern(numel, root, comm.device())
+          : torch::full({numel}, -1.0f, torch::TensorOptions().device(comm.device()))};
   comm.broadcast(t, root);
-  const int64_t wrong = t[0].ne(pattern(numel, root)).sum().item<int64_t>();
+  const int64_t wrong = t[0].ne(pattern(numel, root, comm.device())).sum().item<int64_t>();
   if (wrong) {
     out << rt::rank_prefix() << "broadcast of " << numel << " floats from rank " << root << ": "
         << wrong << " wrong elements\n";
@@ -68,7 +72,7 @@ int run_selftest(dist::Communicator& comm, const SelftestOptions& options, std::
   for (int64_t bytes = std::max<int64_t>(options.min_bytes, 4); bytes <= options.max_bytes;
        bytes *= 4) {
     const int64_t numel = bytes / 4;
-    auto t = pattern(numel, comm.rank());
+    auto t = pattern(numel, comm.rank(), comm.device());
     for (int i = 0; i < options.warmup; ++i) comm.all_reduce(t);
     const int iterations =
         bytes >= (16 << 20) ? std::max(3, options.iterations / 4) : options.iterations;
@@ -92,7 +96,7 @@ int run_selftest(dist::Communicator& comm, const SelftestOptions& options, std::
   if (options.soak_seconds > 0) {
     out << rt::rank_prefix() << "soak: pid " << ::getpid() << ", all-reducing for "
         << options.soak_seconds << " s" << std::endl;
-    auto t = pattern(1 << 18, comm.rank());
+    auto t = pattern(1 << 18, comm.rank(), comm.device());
     const auto until = Clock::now() + std::chrono::duration<double>(options.soak_seconds);
     while (Clock::now() < until) {
       comm.all_reduce(t);
@@ -100,7 +104,8 @@ int run_selftest(dist::Communicator& comm, const SelftestOptions& options, std::
     }
   }
   // Every rank exits with the same verdict.
-  auto total = torch::full({1}, static_cast<float>(failures));
+  auto total =
+      torch::full({1}, static_cast<float>(failures), torch::TensorOptions().device(comm.device()));
   comm.all_reduce(total);
   const int all_failures = static_cast<int>(total.item<float>());
   if (root_prints) {

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# On a machine with a GPU and a CUDA build: hpctrain-worker --selftest passes with the NCCL backend
+# at world size 1. Skips (status 77) without a usable CUDA device.
+set -uo pipefail
+worker=$1
+describe=$("$worker" --describe-env 2>&1) || { echo "describe-env failed: $describe"; exit 1; }
+backend=$(jq -r .backend <<<"$describe")
+if [[ $backend != nccl ]]; then
+  echo "skipped: no CUDA device or a CPU build (backend $backend)"
+  exit 77
+fi
+out=$("$worker" --selftest --selftest-max-bytes $((256 << 20)) 2>&1)
+status=$?
+echo "$out"
+[[ $status == 0 ]] || { echo "FAIL: selftest exited $status"; exit 1; }
+grep -q "^# hpctrain selftest: nccl, 1 ranks" <<<"$out" || { echo "FAIL: not the NCCL backend"; exit 1; }
+grep -q "^# selftest passed: 0 failed checks over 1 ranks" <<<"$out" || { echo "FAIL: no pass line"; exit 1; }
