@@ -12,29 +12,12 @@
 set -euo pipefail
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
+# shellcheck source=scripts/slurm-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm-common.sh"
 
 usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
-free_port() {
-  # A port nothing listens on, outside the kernel's ephemeral range.
-  local lo hi p
-  read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range
-  for _ in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 10000 ))
-    if (( p >= lo && p <= hi )); then continue; fi
-    if ! ss -Hltn "sport = :$p" | grep -q .; then echo "$p"; return 0; fi
-  done
-  die "no free port found"
-}
 
-wait_until() {
-  # wait_until SECONDS DESCRIPTION COMMAND...: poll COMMAND until it succeeds or the deadline passes.
-  local deadline=$(( SECONDS + $1 )) what=$2; shift 2
-  until "$@" >/dev/null 2>&1; do
-    (( SECONDS < deadline )) || return 1
-    sleep 0.5
-  done
-}
 
 start() {
   local dir=$1 cpus=${HPCTRAIN_SLURM_CPUS:-8} timeout=${HPCTRAIN_SLURM_START_TIMEOUT:-60}
@@ -69,40 +52,7 @@ ClusterName=hpctrain-local
 SlurmctldHost=${host}(127.0.0.1)
 SlurmctldPort=${ctld_port}
 SlurmdPort=${slurmd_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=${dir}/munge/munge.socket,cred_expire=5
-CredType=cred/munge
-StateSaveLocation=${dir}/state
-SlurmdSpoolDir=${dir}/spool/%n
-SlurmctldPidFile=${dir}/slurmctld.pid
-SlurmdPidFile=${dir}/slurmd-%n.pid
-SlurmctldLogFile=${dir}/log/slurmctld.log
-SlurmdLogFile=${dir}/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-MpiDefault=pmix
-ProctrackType=proctrack/pgid
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-JobRequeue=1
-KillWait=2
-MinJobAge=600
-InactiveLimit=0
-MessageTimeout=20
-SlurmctldTimeout=30
-SlurmdTimeout=60
-Waittime=0
-MaxArraySize=1001
-PlugStackConfig=${dir}/plugstack.conf
+$(slurm_common_conf "$dir")
 NodeName=${host} NodeAddr=127.0.0.1 CPUs=${cpus} RealMemory=4096 State=UNKNOWN
 PartitionName=debug Nodes=${host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
