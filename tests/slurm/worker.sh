@@ -24,6 +24,8 @@ for mpi in pmix none; do
 done
 
 ddp_matches_single "$work" srun --ntasks=4 --mpi=pmix --kill-on-bad-exit=1
+ddp_matches_single "$work" srun --ntasks=2 --mpi=none --kill-on-bad-exit=1
+ddp_matches_single "$work" mpirun --allow-run-as-root --oversubscribe -np 2
 
 # Open MPI's mpirun: ranks from OMPI_COMM_WORLD_*, rendezvous through mpirun's PMIx server.
 spec=$(worker_spec 1 2)
