@@ -21,6 +21,9 @@ if(HPCTRAIN_PYTHON)
     if(_n GREATER 2)
       list(GET _torch_out 2 HPCTRAIN_TORCH_CUDA)
     endif()
+    # The real path: .venv is a link into the shared venv, and executables' RUNPATH must not
+    # point into a checkout that other nodes (with their own /tmp, say) cannot see.
+    file(REAL_PATH "${HPCTRAIN_TORCH_PREFIX}" HPCTRAIN_TORCH_PREFIX)
     list(APPEND CMAKE_PREFIX_PATH "${HPCTRAIN_TORCH_PREFIX}")
   else()
     message(WARNING "${HPCTRAIN_PYTHON} cannot import torch: ${_torch_err}")

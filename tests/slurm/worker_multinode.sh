@@ -6,6 +6,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 source "$here/worker_lib.sh"
 nodes=${HPCTRAIN_MN_NODES:-3}
+# Nodes have a private /tmp, as real compute nodes do; the build may live in /tmp (a CI clone).
+# Run copies from the shared filesystem, as users must.
+mkdir -p "$work/bin"
+cp "$WORKER" "$DDP_CHECK" "$work/bin/"
+WORKER=$work/bin/$(basename "$WORKER")
+DDP_CHECK=$work/bin/$(basename "$DDP_CHECK")
 
 for mpi in pmix none; do
   spec=$(worker_spec "$nodes" 2)
