@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The hpctrain CLI as users run it: exit statuses (0 ok, 2 spec errors, 1 other failures),
-# messages that name the file, `init` output that passes `check`, deterministic `render`.
+# messages that name the file, `init` output and every example in configs/ pass `check`,
+# deterministic `render`.
 set -uo pipefail
 hpctrain=$1
+source_dir=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
@@ -73,6 +75,12 @@ expect 0 "replaced" "$hpctrain" submit --dry-run --force --set job.worker=/bin/t
 expect 0 "not submitted" "$hpctrain" status runs/meta
 expect 1 "not a run directory" "$hpctrain" status "$tmp"
 expect 1 "no submitted job" "$hpctrain" cancel runs/meta
+
+# Every example spec passes check (paths are a cluster's, not this machine's).
+for spec in "$source_dir"/configs/*.toml; do
+  expect 0 "$(basename "$spec"): ok" "$hpctrain" check --no-path-checks "$spec"
+done
+(( $(ls "$source_dir"/configs/*.toml | wc -l) >= 5 )) || fail "configs/ lost its examples"
 
 # keys lists every key.
 expect 0 "job.run_dir" "$hpctrain" keys
