@@ -92,12 +92,7 @@ ConvertSummary convert_cifar10(const std::vector<std::string>& batch_files,
       }
     }
   }
-  ConvertSummary s;
-  s.output = output;
-  s.info = writer.finish();
-  s.class_counts = count_classes(all_labels, s.info.num_classes);
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return s;
+  return finish_conversion(writer, output, all_labels, t0);
 }
 
 }  // namespace hpctrain::datasets

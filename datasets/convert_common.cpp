@@ -66,6 +66,17 @@ std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t n
   return counts;
 }
 
+ConvertSummary finish_conversion(data::DatasetWriter& writer, const std::string& output,
+                                 const std::vector<int64_t>& labels,
+                                 std::chrono::steady_clock::time_point started) {
+  ConvertSummary s;
+  s.output = output;
+  s.info = writer.finish();
+  s.class_counts = count_classes(labels, s.info.num_classes);
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return s;
+}
+
 std::vector<std::string> fashion_mnist_classes() {
   return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
           "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};

@@ -4,11 +4,13 @@
 
 #include <zlib.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "convert.hpp"
+#include "format.hpp"
 
 namespace hpctrain::datasets {
 
@@ -35,5 +37,10 @@ std::vector<std::string> numbered_classes(int64_t n);
 
 // Counts per class, for the summary.
 std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t num_classes);
+
+// Finishes `writer` (statistics, close) and makes the summary every converter returns.
+ConvertSummary finish_conversion(data::DatasetWriter& writer, const std::string& output,
+                                 const std::vector<int64_t>& labels,
+                                 std::chrono::steady_clock::time_point started);
 
 }  // namespace hpctrain::datasets

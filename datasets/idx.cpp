@@ -77,12 +77,7 @@ ConvertSummary convert_idx(const std::string& images_path, const std::string& la
     writer.write(first, count, block.data(), labels.data() + first);
     progress.update(first + count);
   }
-  ConvertSummary s;
-  s.output = output;
-  s.info = writer.finish();
-  s.class_counts = count_classes(labels, s.info.num_classes);
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return s;
+  return finish_conversion(writer, output, labels, t0);
 }
 
 }  // namespace hpctrain::datasets

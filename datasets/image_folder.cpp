@@ -108,12 +108,7 @@ ConvertSummary convert_image_folder(const std::string& root, const std::string& 
       progress.update(done);
     }
   }
-  ConvertSummary s;
-  s.output = output;
-  s.info = writer.finish();
-  s.class_counts = count_classes(labels, s.info.num_classes);
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return s;
+  return finish_conversion(writer, output, labels, t0);
 }
 
 }  // namespace hpctrain::datasets
