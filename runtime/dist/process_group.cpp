@@ -60,9 +60,9 @@ std::string list_ranks(const std::vector<int>& ranks, const std::vector<std::str
   return out.str();
 }
 
-class GlooWork : public Work {
+class C10dWork : public Work {
  public:
-  GlooWork(c10::intrusive_ptr<c10d::Work> work, std::function<void(const std::string&)> on_error)
+  C10dWork(c10::intrusive_ptr<c10d::Work> work, std::function<void(const std::string&)> on_error)
       : work_(std::move(work)), on_error_(std::move(on_error)) {}
   void wait() override {
     try {
@@ -83,7 +83,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
       : world_(world), plan_(std::move(plan)), options_(options) {}
 
   void start(const EnvMap& env) {
-    connect_store(env);
+    connect_store();
     register_and_wait();
     create_backend(env);
   }
@@ -106,7 +106,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
 
   std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor) override {
     std::vector<at::Tensor> tensors{tensor};
-    return std::make_unique<GlooWork>(guard([&] { return pg_->allreduce(tensors); }),
+    return std::make_unique<C10dWork>(guard([&] { return pg_->allreduce(tensors); }),
                                       [this](const std::string& e) { fail(e); });
   }
 
@@ -115,7 +115,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
     opts.rootRank = root;
     for (auto& t : tensors) {
       std::vector<at::Tensor> one{t};
-      GlooWork(guard([&] { return pg_->broadcast(one, opts); }), [this](const std::string& e) {
+      C10dWork(guard([&] { return pg_->broadcast(one, opts); }), [this](const std::string& e) {
         fail(e);
       }).wait();
     }
@@ -143,8 +143,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
     return {};
   }
 
-  void connect_store(const EnvMap& env) {
-    (void)env;
+  void connect_store() {
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.rendezvous_timeout);
     int listen_fd = -1;
