@@ -298,32 +298,58 @@ class C10dGroup : public ProcessGroup, public Communicator {
   // A collective failed: find out which ranks are gone, then throw a PeerError naming them.
   [[noreturn]] void fail(const std::string& what) {
     const std::string cause = first_line(what);
+    const std::string epoch = std::to_string(++failures_);
     std::vector<int> missing;
     try {
-      const std::string epoch = std::to_string(++failures_);
-      store_->set("alive/" + epoch + "/" + std::to_string(world_.rank), "1");
-      const auto deadline =
-          Clock::now() + std::min<std::chrono::seconds>(options_.collective_timeout, 10s);
-      while (true) {
-        missing.clear();
-        for (int r = 0; r < world_.world_size; ++r) {
-          if (!store_->check({"alive/" + epoch + "/" + std::to_string(r)})) missing.push_back(r);
-        }
-        if (missing.empty() || Clock::now() >= deadline) break;
-        std::this_thread::sleep_for(200ms);
+      missing = check_in(*store_, epoch);
+    } catch (const std::exception& first) {
+      // When a peer dies, this rank's existing store connection has been seen to be closed
+      // under it although rank 0 is alive (tests/slurm/worker_failures.sh); a fresh connection
+      // tells whether rank 0, which serves the store, is really gone.
+      try {
+        c10d::TCPStoreOptions opts;
+        opts.port = static_cast<std::uint16_t>(port_);
+        opts.isServer = false;
+        opts.waitWorkers = false;
+        opts.timeout = std::chrono::milliseconds(5000);
+        auto fresh = c10::make_intrusive<c10d::TCPStore>(host_, opts);
+        missing = check_in(*fresh, epoch);
+      } catch (const std::exception& e) {
+        // Rank 0's store can stop serving the others after a peer dies while rank 0 lives on
+        // (seen with both of c10d's store backends), so this does not prove rank 0 is gone.
+        HPCTRAIN_THROW(rt::PeerError, "cannot reach the rendezvous store on rank 0" +
+                                          host_suffix(0) +
+                                          " to tell which ranks are gone; rank 0 may be lost (" +
+                                          first_line(e.what()) + "); collective failed: " + cause);
       }
-    } catch (const std::exception&) {
-      // The store lives in rank 0: if it is unreachable, rank 0 is gone.
-      HPCTRAIN_THROW(rt::PeerError,
-                     "lost rank 0" + host_suffix(0) +
-                         ", which serves the rendezvous store; collective failed: " + cause);
     }
     if (missing.empty()) {
       HPCTRAIN_THROW(rt::PeerError, "collective failed with every rank still reachable: " + cause);
     }
     HPCTRAIN_THROW(rt::PeerError, "lost rank" + std::string(missing.size() > 1 ? "s " : " ") +
-                                      list_ranks(missing, hosts_) +
-                                      "; collective failed: " + cause);
+                                      list_ranks(missing, hosts_) + " (no check-in within " +
+                                      std::to_string(check_in_grace().count()) +
+                                      " s); collective failed: " + cause);
+  }
+
+  std::chrono::seconds check_in_grace() const {
+    return std::min<std::chrono::seconds>(options_.collective_timeout, 10s);
+  }
+
+  // Marks this rank alive for failure `epoch` and waits (10 s at most, within the collective
+  // deadline) for the others to do the same; returns the ranks that did not.
+  std::vector<int> check_in(c10d::Store& store, const std::string& epoch) {
+    store.set("alive/" + epoch + "/" + std::to_string(world_.rank), "1");
+    const auto deadline = Clock::now() + check_in_grace();
+    std::vector<int> missing;
+    while (true) {
+      missing.clear();
+      for (int r = 0; r < world_.world_size; ++r) {
+        if (!store.check({"alive/" + epoch + "/" + std::to_string(r)})) missing.push_back(r);
+      }
+      if (missing.empty() || Clock::now() >= deadline) return missing;
+      std::this_thread::sleep_for(200ms);
+    }
   }
 
   std::string host_suffix(int rank) const {
