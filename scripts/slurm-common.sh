@@ -23,6 +23,17 @@ wait_until() {
   done
 }
 
+# start_munge DIR: a munged of the cluster's own (key, socket, pid and log under DIR).
+start_munge() {
+  local dir=$1
+  [[ -f $dir/munge/munge.key ]] || mungekey --create --keyfile="$dir/munge/munge.key" >/dev/null
+  chmod 0600 "$dir/munge/munge.key"
+  munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
+    --seed-file="$dir/munge/munged.seed" 2>>"$dir/log/munged.log" \
+    || die "munged failed to start: $(tail -n 5 "$dir/log/munged.log")"
+}
+
 # slurm_common_conf DIR: the settings of every test cluster, all state under DIR: munge through
 # DIR's socket (credentials expire after 5 s, so requeued jobs restart soon), pmix, requeue on,
 # short KillWait, finished jobs visible to squeue for 10 minutes, no accounting, configured CPUs

@@ -78,12 +78,7 @@ start() {
   mkdir -p "$dir"/{state,spool,log,munge,nodes}
   chmod 0700 "$dir/munge"
 
-  [[ -f $dir/munge/munge.key ]] || mungekey --create --keyfile="$dir/munge/munge.key" >/dev/null
-  chmod 0600 "$dir/munge/munge.key"
-  munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
-    --pid-file="$dir/munge/munged.pid" --log-file="$dir/log/munged.log" \
-    --seed-file="$dir/munge/munged.seed" 2>>"$dir/log/munged.log" \
-    || die "munged failed to start: $(tail -n 5 "$dir/log/munged.log")"
+  start_munge "$dir"
 
   # Network: a bridge with the controller's address; per node a namespace whose eth0 is one end
   # of a veth pair, the other end on the bridge.

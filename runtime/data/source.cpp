@@ -125,25 +125,6 @@ std::vector<std::string> read_strings(hid_t obj, const char* name, const std::st
 }
 
 // Reads all of `bytes` or throws; a short read means the file ends before its metadata says.
-void pread_all(int fd, uint8_t* dst, size_t bytes, uint64_t offset, const std::string& path,
-               std::atomic<int64_t>& calls) {
-  while (bytes > 0) {
-    calls.fetch_add(1, std::memory_order_relaxed);
-    const ssize_t n = ::pread(fd, dst, bytes, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(path,
-           "read of /images failed at offset " + std::to_string(offset) + ": " + errno_text(errno));
-    }
-    if (n == 0) {
-      fail(path, "/images ends at offset " + std::to_string(offset) + " (file truncated?)");
-    }
-    dst += n;
-    bytes -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-}
-
 // preadv(2) until every iovec is full; iov is consumed (advanced past what was read).
 void preadv_all(int fd, iovec* iov, size_t count, uint64_t offset, const std::string& path,
                 std::atomic<int64_t>& calls) {
@@ -170,6 +151,12 @@ void preadv_all(int fd, iovec* iov, size_t count, uint64_t offset, const std::st
       iov->iov_len -= left;
     }
   }
+}
+
+void pread_all(int fd, uint8_t* dst, size_t bytes, uint64_t offset, const std::string& path,
+               std::atomic<int64_t>& calls) {
+  iovec one{dst, bytes};
+  preadv_all(fd, &one, 1, offset, path, calls);
 }
 
 }  // namespace
