@@ -41,6 +41,12 @@ ConvertSummary convert_cifar10(const std::vector<std::string>& batch_files,
 ConvertSummary convert_image_folder(const std::string& root, const std::string& output,
                                     int64_t size, int64_t channels, const ConvertOptions& options);
 
+// `samples` random images (size x size x channels, uniform bytes) with random labels in
+// [0, classes): for benchmarks of the HDF5 path. The same arguments write the same file.
+ConvertSummary convert_synthetic(int64_t samples, int64_t size, int64_t channels, int64_t classes,
+                                 uint64_t seed, const std::string& output,
+                                 const ConvertOptions& options);
+
 // Prints a summary of each converter run.
 void print_summary(std::ostream& out, const ConvertSummary& summary);
 

@@ -51,6 +51,16 @@ int main(int argc, char** argv) {
   folder->add_option("--channels", channels, "1 (grey) or 3 (RGB)");
   common(folder);
 
+  int64_t samples = 0, classes = 10;
+  uint64_t seed = 0;
+  auto* synth = app.add_subcommand("synthetic", "Random images and labels (for benchmarks)");
+  synth->add_option("--samples", samples, "Number of images")->required();
+  synth->add_option("--size", size, "Side length")->required();
+  synth->add_option("--channels", channels, "Channels (1..4)");
+  synth->add_option("--classes", classes, "Number of classes");
+  synth->add_option("--seed", seed, "Seed (the same seed writes the same file)");
+  common(synth);
+
   std::vector<std::string> files;
   bool full = false, locking = false;
   auto* insp = app.add_subcommand("inspect", "Validate files against the format and summarise");
@@ -83,6 +93,9 @@ int main(int argc, char** argv) {
     if (idx->parsed()) summary = ds::convert_idx(images, labels, output, opts);
     if (cifar->parsed()) summary = ds::convert_cifar10(batches, output, opts);
     if (folder->parsed()) summary = ds::convert_image_folder(root, output, size, channels, opts);
+    if (synth->parsed()) {
+      summary = ds::convert_synthetic(samples, size, channels, classes, seed, output, opts);
+    }
     ds::print_summary(std::cout, summary);
     return hpctrain::kExitOk;
   } catch (const hpctrain::rt::DataError& e) {

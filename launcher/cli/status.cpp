@@ -1,5 +1,6 @@
 // hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct), attempts and restarts from
 // the ledger, last committed checkpoint, latest metrics line.
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -42,6 +43,9 @@ nlohmann::json describe_dir(const fs::path& dir) {
       j["last_metrics"] = *line;
     }
   }
+  for (const auto& [kind, line] : run::last_metrics_by_kind(dir)) {
+    if (kind == "train" || kind == "eval") j["last_" + kind] = nlohmann::json::parse(line);
+  }
   return j;
 }
 
@@ -59,7 +63,31 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
                     ? std::string("none committed")
                     : "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>()))
             << '\n';
-  if (d.contains("last_metrics")) {
+  // The latest training and evaluation figures, as a person reads them; the raw last line when
+  // the file holds neither kind.
+  auto number = [](const nlohmann::json& m, const char* key, const char* format, double scale) {
+    if (!m.contains(key) || !m[key].is_number()) return std::string("?");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, m[key].get<double>() * scale);
+    return std::string(buf);
+  };
+  if (d.contains("last_train")) {
+    const auto& m = d["last_train"];
+    std::cout << indent << "train:      step " << number(m, "step", "%.0f", 1) << ", epoch "
+              << number(m, "epoch", "%.0f", 1) << ", loss " << number(m, "loss", "%.4f", 1)
+              << ", lr " << number(m, "lr", "%.5g", 1) << ", "
+              << number(m, "images_per_s", "%.0f", 1) << " images/s, loss scale "
+              << number(m, "loss_scale", "%g", 1) << '\n';
+  }
+  if (d.contains("last_eval")) {
+    const auto& m = d["last_eval"];
+    std::cout << indent << "eval:       step " << number(m, "step", "%.0f", 1) << ", epoch "
+              << number(m, "epoch", "%.0f", 1) << ", top-1 " << number(m, "top1", "%.2f", 100)
+              << "%, top-5 " << number(m, "top5", "%.2f", 100) << "%, loss "
+              << number(m, "loss", "%.4f", 1) << " (" << number(m, "samples", "%.0f", 1)
+              << " images)\n";
+  }
+  if (d.contains("last_metrics") && !d.contains("last_train") && !d.contains("last_eval")) {
     std::cout << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
   }
 }

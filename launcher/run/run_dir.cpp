@@ -210,25 +210,50 @@ std::optional<int64_t> last_committed_step(const fs::path& dir) {
   return best;
 }
 
-std::optional<std::string> last_metrics_line(const fs::path& dir) {
+namespace {
+
+// The complete lines of the last 64 KiB of metrics.jsonl (a line still being written is not
+// complete); metrics files grow long and only the tail matters.
+std::vector<std::string> metrics_tail(const fs::path& dir) {
   std::ifstream in(dir / "metrics.jsonl", std::ios::binary);
-  if (!in) return std::nullopt;
-  // Only the tail matters; metrics files grow long.
+  if (!in) return {};
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   const std::streamoff from = std::max<std::streamoff>(0, size - 65536);
   in.seekg(from);
   std::string tail(static_cast<size_t>(size - from), '\0');
   in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
-  // The last newline-terminated line: a line still being written is not complete.
-  const auto end = tail.rfind('\n');
-  if (end == std::string::npos) return std::nullopt;
-  const auto start = tail.rfind('\n', end == 0 ? 0 : end - 1);
-  const std::string line =
-      tail.substr(start == std::string::npos || end == 0 ? 0 : start + 1,
-                  end - (start == std::string::npos || end == 0 ? 0 : start + 1));
-  if (line.empty()) return std::nullopt;
-  return line;
+  std::vector<std::string> lines;
+  size_t start = 0;
+  // A tail that starts mid-file starts mid-line: skip to the first newline.
+  if (from > 0) start = tail.find('\n') == std::string::npos ? tail.size() : tail.find('\n') + 1;
+  for (size_t end; (end = tail.find('\n', start)) != std::string::npos; start = end + 1) {
+    if (end > start) lines.push_back(tail.substr(start, end - start));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::optional<std::string> last_metrics_line(const fs::path& dir) {
+  const auto lines = metrics_tail(dir);
+  if (lines.empty()) return std::nullopt;
+  return lines.back();
+}
+
+std::map<std::string, std::string> last_metrics_by_kind(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& line : metrics_tail(dir)) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.is_object() && j.contains("kind") && j["kind"].is_string()) {
+        out[j["kind"].get<std::string>()] = line;
+      }
+    } catch (const nlohmann::json::exception&) {
+      // A malformed line is skipped; status reports what it can.
+    }
+  }
+  return out;
 }
 
 std::string utc_now() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,8 @@ std::optional<int64_t> last_committed_step(const fs::path& dir);
 
 // The last complete line of metrics.jsonl, if any.
 std::optional<std::string> last_metrics_line(const fs::path& dir);
+// The last complete line of each kind ("train", "eval") in the tail of metrics.jsonl.
+std::map<std::string, std::string> last_metrics_by_kind(const fs::path& dir);
 
 // The UTC time now, ISO 8601 to the second.
 std::string utc_now();

@@ -197,6 +197,17 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  quote(j.srun_mpi) + " is not an srun --mpi plugin name");
     }
   }
+  const bool torchvision_resnet =
+      s.model.arch == Arch::kResNet18 || s.model.arch == Arch::kResNet34 ||
+      s.model.arch == Arch::kResNet50 || s.model.arch == Arch::kResNet101 ||
+      s.model.arch == Arch::kResNet152;
+  if (!torchvision_resnet && !origin_of(m, "model.stem").is_default()) {
+    sink.error(origin_of(m, "model.stem"), "model.stem",
+               "applies to resnet18..resnet152 only; " + quote(std::string(name_of(s.model.arch))) +
+                   (s.model.arch == Arch::kAlexNet ? " has its own stem"
+                                                   : " always has the 3x3 CIFAR stem"),
+               "remove model.stem");
+  }
   const auto& sch = s.train.schedule;
   if (sch.name == Schedule::kMultistep) {
     bool increasing = !sch.milestones.empty();
@@ -231,6 +242,11 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
     }
   };
   if (!s.data.synthetic) check_files(s.data.train, "data.train");
+  if (s.model.pretrained && !fs::is_regular_file(*s.model.pretrained)) {
+    sink.error(origin_of(m, "model.pretrained"), "model.pretrained",
+               "no such file " + quote(*s.model.pretrained),
+               "a state dict saved with torch.save(model.state_dict(), PATH)");
+  }
   check_files(s.data.val, "data.val");
   if (j.worker.empty()) {
     sink.error(origin_of(m, "job.worker"), "job.worker", "no worker executable known",

@@ -66,6 +66,8 @@ void for_each_key(S& s, F&& f) {
   f("model.stem", m.stem);
   f("model.num_classes", m.num_classes);
   f("model.zero_init_residual", m.zero_init_residual);
+  f("model.pretrained", m.pretrained);
+  f("model.freeze", m.freeze);
 
   auto& t = s.train;
   f("train.epochs", t.epochs);
@@ -73,6 +75,8 @@ void for_each_key(S& s, F&& f) {
   f("train.batch_size", t.batch_size);
   f("train.precision", t.precision);
   f("train.channels_last", t.channels_last);
+  f("train.tf32", t.tf32);
+  f("train.threads", t.threads);
   f("train.seed", t.seed);
   f("train.label_smoothing", t.label_smoothing);
   f("train.grad_clip_norm", t.grad_clip_norm);
@@ -90,6 +94,7 @@ void for_each_key(S& s, F&& f) {
   f("train.optimizer.weight_decay", o.weight_decay);
   f("train.optimizer.betas", o.betas);
   f("train.optimizer.eps", o.eps);
+  f("train.optimizer.decay_bn_bias", o.decay_bn_bias);
   auto& sc = t.schedule;
   f("train.schedule.name", sc.name);
   f("train.schedule.warmup_epochs", sc.warmup_epochs);

@@ -136,6 +136,8 @@ Spec build(const Typedmap& m, const fs::path& spec_dir, const LoadOptions& optio
   for (auto* paths : {&s.data.train, &s.data.val}) {
     for (auto& p : *paths) p = absolute_from(spec_dir, p).string();
   }
+  if (s.model.pretrained)
+    s.model.pretrained = absolute_from(spec_dir, *s.model.pretrained).string();
   return s;
 }
 

@@ -113,6 +113,12 @@ std::vector<Field> make_fields() {
       integer("model.num_classes", kDef, "1000", 2, 1000000, "Number of output classes."),
       boolean("model.zero_init_residual", "false",
               "Zero-initialise each residual branch's last BN."),
+      str("model.pretrained", kOpt, {}, Charset::kFree,
+          "Initial weights: a state dict saved by PyTorch (torch.save) for the same architecture; "
+          "a different num_classes gets a fresh classifier head."),
+      typed("model.freeze", Type::kStringList, kDef, "[]", Charset::kFree,
+            "Parameter-name prefixes to freeze (no gradient, no update), e.g. [\"conv1\", "
+            "\"layer1\"]."),
 
       // [train]
       integer("train.epochs", kDef, "1", 1, 100000, "Passes over the training set."),
@@ -121,6 +127,10 @@ std::vector<Field> make_fields() {
       choice<Precision>("train.precision", "\"fp32\"",
                         "fp16 uses dynamic loss scaling; bf16 needs none."),
       boolean("train.channels_last", "false", "NHWC memory format for convolutions."),
+      boolean("train.tf32", "true",
+              "Allow TF32 matrix math on GPUs (faster fp32 convolutions and matmuls)."),
+      integer("train.threads", kOpt, {}, 1, 1024,
+              "Compute threads per rank; default: job.cpus_per_task."),
       integer("train.seed", kDef, "42", 0, 9007199254740991.0,
               "Seed for weights, shuffling, augmentation."),
       real("train.label_smoothing", kDef, "0.0", 0.0, 0.999, "Cross-entropy label smoothing."),
@@ -145,6 +155,8 @@ std::vector<Field> make_fields() {
       typed("train.optimizer.betas", Type::kFloatList, kDef, "[0.9, 0.999]", Charset::kFree,
             "AdamW betas (two values in [0, 1))."),
       real("train.optimizer.eps", kDef, "1e-08", 0.0, 1.0, "AdamW epsilon."),
+      boolean("train.optimizer.decay_bn_bias", "true",
+              "Apply weight decay to batch-norm weights and biases too; false exempts them."),
       choice<Schedule>("train.schedule.name", "\"cosine\"", "Learning-rate schedule after warmup."),
       real("train.schedule.warmup_epochs", kDef, "0.0", 0.0, 1000,
            "Linear warmup length in epochs."),

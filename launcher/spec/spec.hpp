@@ -59,6 +59,8 @@ struct ModelSpec {
   Stem stem = Stem::kImageNet;
   int64_t num_classes = 0;
   bool zero_init_residual = false;
+  std::optional<std::string> pretrained;  // absolute path
+  std::vector<std::string> freeze;
 };
 
 struct OptimizerSpec {
@@ -66,6 +68,7 @@ struct OptimizerSpec {
   double lr = 0, momentum = 0, weight_decay = 0, eps = 0;
   bool nesterov = false;
   std::vector<double> betas;
+  bool decay_bn_bias = false;
 };
 
 struct ScheduleSpec {
@@ -82,6 +85,8 @@ struct TrainSpec {
   int64_t batch_size = 0;
   Precision precision = Precision::kFp32;
   bool channels_last = false;
+  bool tf32 = false;
+  std::optional<int64_t> threads;
   int64_t seed = 0;
   double label_smoothing = 0;
   std::optional<double> grad_clip_norm;

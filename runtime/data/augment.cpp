@@ -140,9 +140,19 @@ Transform::Transform(const TransformConfig& config, const DatasetInfo& info)
     HPCTRAIN_THROW(rt::DataError,
                    "transform: scale, ratio, flip or crop fraction outside their ranges");
   }
+  const bool given = !config.mean.empty() || !config.std.empty();
+  if (given && (static_cast<int64_t>(config.mean.size()) != c_ ||
+                static_cast<int64_t>(config.std.size()) != c_)) {
+    HPCTRAIN_THROW(rt::DataError, "transform: normalisation statistics for " +
+                                      std::to_string(config.mean.size()) +
+                                      " channels, images have " + std::to_string(c_));
+  }
+  const std::vector<double>& mean = given ? config.mean : info.mean;
+  const std::vector<double>& std = given ? config.std : info.std;
   for (int64_t ch = 0; ch < c_; ++ch) {
-    scale_.push_back(static_cast<float>(1.0 / (255.0 * info.std[ch])));
-    bias_.push_back(static_cast<float>(-info.mean[ch] / info.std[ch]));
+    if (!(std[ch] > 0)) HPCTRAIN_THROW(rt::DataError, "transform: a channel's std is not positive");
+    scale_.push_back(static_cast<float>(1.0 / (255.0 * std[ch])));
+    bias_.push_back(static_cast<float>(-mean[ch] / std[ch]));
   }
 }
 

@@ -38,6 +38,9 @@ struct TransformConfig {
   // The evaluation path crops this fraction of the shorter side before resizing when the image is
   // larger than the output (torchvision's Resize(256) + CenterCrop(224) is 224/256 = 0.875).
   double center_crop_fraction = 0.875;
+  // Normalisation statistics per channel on the [0, 1] scale; empty: the dataset's own. The
+  // validation loader takes the training set's, so both sets are normalised alike.
+  std::vector<double> mean, std;
 };
 
 class Transform {

@@ -118,6 +118,9 @@ LoaderConfig loader_config_from_spec(const spec::Spec& spec, bool train, int64_t
   c.seed = static_cast<uint64_t>(spec.train.seed);
   c.shuffle = train;
   c.tail = train ? spec.data.shard_tail : TailPolicy::kPad;
+  // A short last batch would make training steps of different sizes (and a batch of one breaks
+  // batch norm); evaluation reads everything.
+  c.drop_last_batch = train;
   c.rank = rank;
   c.world_size = world_size;
   c.transform.augment = spec.data.augment;

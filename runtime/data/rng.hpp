@@ -33,6 +33,7 @@ constexpr uint64_t derive_key(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d
 // Domains keep the streams for different purposes independent under the same seed.
 constexpr uint64_t kPermutationDomain = 0x7065726d;  // "perm"
 constexpr uint64_t kAugmentDomain = 0x61756720;      // "aug "
+constexpr uint64_t kSyntheticDomain = 0x73796e74;    // "synt"
 
 class SplitMix64 {
  public:

@@ -73,6 +73,11 @@ class ImageSource {
  public:
   static std::shared_ptr<ImageSource> open(const std::vector<std::string>& paths_or_globs,
                                            const SourceOptions& options = {});
+  // `num_samples` random images (side x side x channels, uniform bytes) with random labels in
+  // [0, num_classes), held in memory: a pure function of `seed`, the same on every rank.
+  // For benchmarks and smoke tests ([data] synthetic).
+  static std::shared_ptr<ImageSource> synthetic(int64_t num_samples, int64_t side, int64_t channels,
+                                                int64_t num_classes, uint64_t seed);
   ~ImageSource();
   ImageSource(const ImageSource&) = delete;
   ImageSource& operator=(const ImageSource&) = delete;

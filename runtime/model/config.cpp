@@ -1,27 +1,13 @@
 #include "model/config.hpp"
 
-#include <array>
 #include <string>
 #include <utility>
 
 #include "common/error.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::model {
 namespace {
-
-constexpr std::array<std::pair<Arch, std::string_view>, 11> kArchNames = {{
-    {Arch::kResNet18, "resnet18"},
-    {Arch::kResNet34, "resnet34"},
-    {Arch::kResNet50, "resnet50"},
-    {Arch::kResNet101, "resnet101"},
-    {Arch::kResNet152, "resnet152"},
-    {Arch::kAlexNet, "alexnet"},
-    {Arch::kResNet20, "resnet20"},
-    {Arch::kResNet32, "resnet32"},
-    {Arch::kResNet44, "resnet44"},
-    {Arch::kResNet56, "resnet56"},
-    {Arch::kResNet110, "resnet110"},
-}};
 
 // Channels a first convolution accepts: grey, grey + alpha, RGB, RGBA (the dataset format's
 // limit, data::kMaxChannels).
@@ -29,32 +15,12 @@ constexpr int64_t kMaxInChannels = 4;
 
 }  // namespace
 
-std::string_view arch_name(Arch arch) {
-  for (const auto& [value, name] : kArchNames) {
-    if (value == arch) return name;
-  }
-  return "?";
-}
-
-std::optional<Arch> parse_arch(std::string_view name) {
-  for (const auto& [value, known] : kArchNames) {
-    if (known == name) return value;
-  }
-  return std::nullopt;
-}
-
-std::string_view stem_name(Stem stem) { return stem == Stem::kCifar ? "cifar" : "imagenet"; }
-
-std::optional<Stem> parse_stem(std::string_view name) {
-  if (name == "imagenet") return Stem::kImageNet;
-  if (name == "cifar") return Stem::kCifar;
-  return std::nullopt;
-}
-
 const std::vector<Arch>& all_archs() {
   static const std::vector<Arch> archs = [] {
     std::vector<Arch> out;
-    for (const auto& entry : kArchNames) out.push_back(entry.first);
+    for (size_t i = 0; i < spec::Names<Arch>::kValues.size(); ++i) {
+      out.push_back(static_cast<Arch>(i));
+    }
     return out;
   }();
   return archs;
@@ -67,8 +33,10 @@ bool is_cifar_resnet(Arch arch) {
 
 void ModelConfig::validate() const {
   std::vector<std::string> problems;
-  const std::string arch_str(arch_name(arch));
-  if (arch_str == "?") problems.push_back("unknown architecture value");
+  if (static_cast<size_t>(arch) >= spec::Names<Arch>::kValues.size()) {
+    HPCTRAIN_THROW(rt::Error, "invalid model configuration: unknown architecture value");
+  }
+  const std::string arch_str(spec::name_of(arch));
   if (num_classes < 2) {
     problems.push_back("num_classes must be at least 2, got " + std::to_string(num_classes));
   }
@@ -78,10 +46,11 @@ void ModelConfig::validate() const {
   }
   if (is_cifar_resnet(arch) && stem != Stem::kCifar) {
     problems.push_back(arch_str + " is a CIFAR ResNet: its stem is always cifar, got " +
-                       std::string(stem_name(stem)));
+                       std::string(spec::name_of(stem)));
   }
   if (arch == Arch::kAlexNet && stem != Stem::kImageNet) {
-    problems.push_back("alexnet has only the imagenet stem, got " + std::string(stem_name(stem)));
+    problems.push_back("alexnet has only the imagenet stem, got " +
+                       std::string(spec::name_of(stem)));
   }
   for (const auto& prefix : freeze) {
     if (prefix.empty() || prefix.front() == '.' || prefix.back() == '.') {
@@ -93,6 +62,20 @@ void ModelConfig::validate() const {
   std::string message = "invalid model configuration (" + arch_str + "):";
   for (const auto& problem : problems) message += "\n  " + problem;
   HPCTRAIN_THROW(rt::Error, message);
+}
+
+ModelConfig model_config_from_spec(const spec::Spec& spec, int64_t in_channels) {
+  ModelConfig c;
+  c.arch = spec.model.arch;
+  c.stem = is_cifar_resnet(c.arch)    ? Stem::kCifar
+           : c.arch == Arch::kAlexNet ? Stem::kImageNet
+                                      : spec.model.stem;
+  c.num_classes = spec.model.num_classes;
+  c.in_channels = in_channels;
+  c.zero_init_residual = spec.model.zero_init_residual;
+  c.pretrained = spec.model.pretrained.value_or("");
+  c.freeze = spec.model.freeze;
+  return c;
 }
 
 }  // namespace hpctrain::model

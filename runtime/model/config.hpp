@@ -12,34 +12,22 @@
 #include <string_view>
 #include <vector>
 
+#include "spec/choices.hpp"
+
+namespace hpctrain::spec {
+struct Spec;
+}
+
 namespace hpctrain::model {
 
-// torchvision's ImageNet networks, then the CIFAR ResNets of He et al. 2016 (sec. 4.2).
-enum class Arch {
-  kResNet18,
-  kResNet34,
-  kResNet50,
-  kResNet101,
-  kResNet152,
-  kAlexNet,
-  kResNet20,
-  kResNet32,
-  kResNet44,
-  kResNet56,
-  kResNet110,
-};
+// The spec's enumerations (spec/choices.hpp holds their names): torchvision's ImageNet networks,
+// then the CIFAR ResNets of He et al. 2016 (sec. 4.2); and the ResNet input stem, torchvision's
+// 7x7/stride 2 conv + 3x3/stride 2 max-pool (imagenet) or a 3x3/stride 1 conv and no pooling
+// (cifar), for 28x28 and 32x32 images. The CIFAR ResNets always have the cifar stem; AlexNet has
+// no choice and takes imagenet.
+using Arch = spec::Arch;
+using Stem = spec::Stem;
 
-// The ResNet input stem: torchvision's 7x7/stride 2 conv + 3x3/stride 2 max-pool (imagenet), or
-// a 3x3/stride 1 conv and no pooling (cifar), for 28x28 and 32x32 images. The CIFAR ResNets
-// always have the cifar stem; AlexNet has no choice and takes imagenet.
-enum class Stem { kImageNet, kCifar };
-
-// "resnet18", ..., "alexnet", "resnet20", ... as the job spec spells them.
-std::string_view arch_name(Arch arch);
-std::optional<Arch> parse_arch(std::string_view name);
-// "imagenet", "cifar".
-std::string_view stem_name(Stem stem);
-std::optional<Stem> parse_stem(std::string_view name);
 // Every architecture, in declaration order (for tools, tests and "expected one of" messages).
 const std::vector<Arch>& all_archs();
 // The CIFAR ResNets (resnet20/32/44/56/110).
@@ -58,5 +46,9 @@ struct ModelConfig {
   // outside 1..4, a stem the architecture does not have, an empty freeze prefix).
   void validate() const;
 };
+
+// [model] with the dataset's channel count; the stem follows the architecture for the CIFAR
+// ResNets (cifar) and AlexNet (imagenet), as the spec's check enforces.
+ModelConfig model_config_from_spec(const spec::Spec& spec, int64_t in_channels);
 
 }  // namespace hpctrain::model

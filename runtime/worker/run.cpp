@@ -1,17 +1,19 @@
 #include "worker/run.hpp"
 
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
-#include "data/source.hpp"
 #include "dist/launch.hpp"
 #include "dist/process_group.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"
+#include "train/trainer.hpp"
 #include "worker/device.hpp"
 #include "worker/selftest.hpp"
 
@@ -88,14 +90,15 @@ int run(const Options& options) {
   if (!spec) {
     HPCTRAIN_THROW(rt::EnvError, "nothing to run: give --spec RUN_DIR/spec.toml (or --selftest)");
   }
-  // The datasets first: a bad file is reported before any training state is built.
-  if (!spec->data.synthetic) {
-    data::ImageSource::open(spec->data.train, data::source_options_from_spec(*spec));
-    if (!spec->data.val.empty()) {
-      data::ImageSource::open(spec->data.val, data::source_options_from_spec(*spec));
-    }
-  }
-  HPCTRAIN_THROW(rt::Error, "training arrives with the training runtime; use --selftest");
+  train::TrainOptions train_options;
+  // The script exports the run directory (a job array task's own); a hand-started worker uses
+  // the spec's.
+  const char* run_dir = std::getenv("HPCTRAIN_RUN_DIR");
+  train_options.run_dir = run_dir && *run_dir ? run_dir : spec->job.run_dir;
+  std::filesystem::create_directories(train_options.run_dir);
+  train_options.out = &std::cout;
+  train::train(*spec, group->communicator(), train_options);
+  return kExitOk;
 }
 
 }  // namespace hpctrain::worker

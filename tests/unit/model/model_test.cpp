@@ -43,16 +43,16 @@ std::string validation_error(const ModelConfig& c) {
 TEST(ModelConfig, NamesRoundTrip) {
   ASSERT_EQ(all_archs().size(), 11u);
   for (const Arch arch : all_archs()) {
-    const auto parsed = parse_arch(arch_name(arch));
-    ASSERT_TRUE(parsed.has_value()) << arch_name(arch);
+    const auto parsed = spec::parse_choice<Arch>(spec::name_of(arch));
+    ASSERT_TRUE(parsed.has_value()) << spec::name_of(arch);
     EXPECT_EQ(*parsed, arch);
   }
-  EXPECT_EQ(arch_name(Arch::kResNet110), "resnet110");
-  EXPECT_FALSE(parse_arch("resnet19").has_value());
-  EXPECT_FALSE(parse_arch("ResNet18").has_value());
-  EXPECT_EQ(parse_stem("cifar"), Stem::kCifar);
-  EXPECT_EQ(stem_name(Stem::kImageNet), "imagenet");
-  EXPECT_FALSE(parse_stem("mnist").has_value());
+  EXPECT_EQ(spec::name_of(Arch::kResNet110), "resnet110");
+  EXPECT_FALSE(spec::parse_choice<Arch>("resnet19").has_value());
+  EXPECT_FALSE(spec::parse_choice<Arch>("ResNet18").has_value());
+  EXPECT_EQ(spec::parse_choice<Stem>("cifar"), Stem::kCifar);
+  EXPECT_EQ(spec::name_of(Stem::kImageNet), "imagenet");
+  EXPECT_FALSE(spec::parse_choice<Stem>("mnist").has_value());
   EXPECT_TRUE(is_cifar_resnet(Arch::kResNet56));
   EXPECT_FALSE(is_cifar_resnet(Arch::kResNet50));
 }

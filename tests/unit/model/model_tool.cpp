@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
   // competing for cores make a forward pass 30x slower.
   torch::set_num_threads(1);
   try {
-    const auto parsed_arch = model::parse_arch(arch);
-    const auto parsed_stem = model::parse_stem(stem);
+    const auto parsed_arch = spec::parse_choice<model::Arch>(arch);
+    const auto parsed_stem = spec::parse_choice<model::Stem>(stem);
     if (!parsed_arch || !parsed_stem) {
       std::cerr << "model_tool: unknown --arch or --stem\n";
       return 2;

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""PyTorch peer for bench/train: the same training as hpctrain-worker, in eager PyTorch.
+
+  synthetic  one process, random images of the given size generated once (as data.synthetic),
+             the same model, batch, precision, channels_last and thread count; prints images/s.
+  ddp        one process per rank under torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
+             MASTER_PORT) or srun's (SLURM_PROCID, SLURM_NTASKS, MASTER_ADDR, MASTER_PORT):
+             DistributedDataParallel (gloo) over a DataLoader that reads the HDF5 files with
+             h5py and applies the same augmentation (pad + random crop + horizontal flip) and
+             normalisation; SGD (momentum 0.9, Nesterov, weight decay, BN/bias decayed as
+             hpctrain's default), linear warmup then cosine per step, the linear scaling rule;
+             evaluates the whole test set at the end (rank 0); prints images/s and top-1.
+
+Every run ends with one line: key=value pairs (images_per_s, top1, peak_rss_mib, threads, ...).
+"""
+import argparse
+import math
+import os
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "python"))
+from reference_models import build  # noqa: E402  (torchvision's models and the CIFAR ResNets)
+
+
+def peak_rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def autocast(precision):
+    if precision == "fp32":
+        return torch.autocast("cpu", enabled=False)
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def synthetic(args):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    model = build(args.arch, num_classes=args.classes, in_channels=args.channels, stem=args.stem)
+    images = torch.randn(args.samples, args.channels, args.size, args.size)
+    labels = torch.randint(0, args.classes, (args.samples,))
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    model.train()
+    b = args.batch
+    batches = args.samples // b
+
+    def step(k):
+        x = images[(k % batches) * b:(k % batches + 1) * b]
+        y = labels[(k % batches) * b:(k % batches + 1) * b]
+        if args.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        opt.zero_grad(set_to_none=True)
+        with autocast(args.precision):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for k in range(args.warmup):
+        step(k)
+    t0 = time.perf_counter()
+    for k in range(args.steps):
+        step(args.warmup + k)
+    seconds = time.perf_counter() - t0
+    print(f"side=pytorch mode=synthetic arch={args.arch} batch={b} precision={args.precision} "
+          f"threads={torch.get_num_threads()} steps={args.steps} "
+          f"images_per_s={args.steps * b / seconds:.1f} peak_rss_mib={peak_rss_mib():.0f}",
+          flush=True)
+
+
+class H5Images(torch.utils.data.Dataset):
+    def __init__(self, path, train, pad):
+        import h5py
+        self.path, self.train, self.pad = path, train, pad
+        with h5py.File(path, "r") as f:
+            self.n = len(f["labels"])
+            self.h, self.w, c = f["images"].shape[1:]
+            self.mean = torch.tensor(f.attrs["mean"], dtype=torch.float32).view(c, 1, 1)
+            self.std = torch.tensor(f.attrs["std"], dtype=torch.float32).view(c, 1, 1)
+        self.f = None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.f is None:  # h5py handles must not cross fork(): one per worker
+            import h5py
+            self.f = h5py.File(self.path, "r")
+        img = self.f["images"][i]
+        label = int(self.f["labels"][i])
+        if self.train:
+            p = self.pad
+            padded = np.pad(img, ((p, p), (p, p), (0, 0)))
+            y, x = np.random.randint(0, 2 * p + 1, size=2)
+            img = padded[y:y + self.h, x:x + self.w]
+            if np.random.rand() < 0.5:
+                img = img[:, ::-1]
+        chw = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1)
+        return (chw.float() / 255.0 - self.mean) / self.std, label
+
+
+def ddp(args):
+    env = os.environ
+    rank = int(env.get("RANK", env.get("SLURM_PROCID", 0)))
+    world = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", 1)))
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(args.seed)
+    train_set = H5Images(args.train, train=True, pad=args.pad)
+    sampler = torch.utils.data.distributed.DistributedSampler(train_set, world, rank, shuffle=True,
+                                                              seed=args.seed, drop_last=True)
+    loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch, sampler=sampler,
+                                         num_workers=args.workers, drop_last=True,
+                                         persistent_workers=args.workers > 0)
+    channels = train_set.mean.shape[0]
+    model = build(args.arch, num_classes=args.classes, in_channels=channels, stem=args.stem)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    global_batch = args.batch * world
+    base_lr = args.lr * global_batch / args.reference_batch
+    opt = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=0.9, nesterov=True,
+                          weight_decay=args.weight_decay)
+    steps_per_epoch = len(loader)
+    total = steps_per_epoch * args.epochs
+    warmup = round(args.warmup_epochs * steps_per_epoch)
+
+    def lr_at(step):
+        if step < warmup:
+            return base_lr * (step + 1) / warmup
+        t = (step - warmup) / max(1, total - warmup)
+        return 0.5 * base_lr * (1 + math.cos(math.pi * t))
+
+    step = 0
+    t0 = time.perf_counter()
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        model.train()
+        for x, y in loader:
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step)
+            if args.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            opt.zero_grad(set_to_none=True)
+            with autocast(args.precision):
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            step += 1
+    seconds = time.perf_counter() - t0
+    top1 = float("nan")
+    if rank == 0 and args.test:
+        test_set = H5Images(args.test, train=False, pad=0)
+        correct = 0
+        model.eval()
+        with torch.no_grad():
+            for x, y in torch.utils.data.DataLoader(test_set, batch_size=500):
+                if args.channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                with autocast(args.precision):
+                    correct += (model(x).argmax(1) == y).sum().item()
+        top1 = correct / len(test_set)
+    rss = torch.tensor([peak_rss_mib()])
+    dist.all_reduce(rss, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        print(f"side=pytorch mode=ddp arch={args.arch} ranks={world} batch={args.batch} "
+              f"threads={torch.get_num_threads()} loader_workers={args.workers} steps={step} "
+              f"train_s={seconds:.1f} images_per_s={step * global_batch / seconds:.1f} "
+              f"top1={top1:.4f} peak_rss_mib={rss.item():.0f}", flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["synthetic", "ddp"])
+    p.add_argument("--arch", default="resnet20")
+    p.add_argument("--stem", default="cifar")
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--channels", type=int, default=3)
+    p.add_argument("--size", type=int, default=32)
+    p.add_argument("--samples", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--train")
+    p.add_argument("--test")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--pad", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--reference-batch", type=int, default=256)
+    p.add_argument("--warmup-epochs", type=float, default=0.5)
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+    args = p.parse_args()
+    synthetic(args) if args.mode == "synthetic" else ddp(args)
+
+
+if __name__ == "__main__":
+    main()

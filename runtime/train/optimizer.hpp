@@ -1,0 +1,31 @@
+// The optimizer of [train.optimizer]: SGD (momentum, Nesterov, weight decay) or AdamW, libtorch's
+// implementations (the same update rules as torch.optim's single-tensor paths; tests/unit/train
+// compares them step by step). With decay_bn_bias = false, parameters of one dimension (batch-norm
+// weights and biases, layer biases) form a second group without weight decay.
+// Thread safety: the optimizer is used from the training thread only.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hpctrain::spec {
+struct Spec;
+}
+
+namespace hpctrain::train {
+
+using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
+
+// Only the parameters that require grad are optimised; the learning rate is set every step by
+// the schedule (set_lr), so the one given here is the schedule's first.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::Spec& spec,
+                                                        const NamedParams& params, double lr);
+
+// Sets the learning rate of every parameter group.
+void set_lr(torch::optim::Optimizer& optimizer, double lr);
+
+}  // namespace hpctrain::train

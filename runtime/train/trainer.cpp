@@ -1,0 +1,463 @@
+#include "train/trainer.hpp"
+
+#include <sys/resource.h>
+
+#include <ATen/autocast_mode.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "data/loader.hpp"
+#include "data/source.hpp"
+#include "dist/grad_sync.hpp"
+#include "model/model.hpp"
+#include "model/weights.hpp"
+#include "spec/spec.hpp"
+#include "train/grad_scaler.hpp"
+#include "train/metrics.hpp"
+#include "train/optimizer.hpp"
+#include "train/schedule.hpp"
+
+namespace hpctrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Mixed precision for the forward pass, as torch.autocast(device, dtype) does; restores the
+// previous state on exit.
+class AutocastGuard {
+ public:
+  AutocastGuard(at::DeviceType device, spec::Precision precision)
+      : device_(device), enabled_(precision != spec::Precision::kFp32) {
+    if (!enabled_) return;
+    previous_enabled_ = at::autocast::is_autocast_enabled(device_);
+    previous_dtype_ = at::autocast::get_autocast_dtype(device_);
+    at::autocast::set_autocast_enabled(device_, true);
+    at::autocast::set_autocast_dtype(
+        device_, precision == spec::Precision::kFp16 ? at::kHalf : at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(device_, previous_enabled_);
+    at::autocast::set_autocast_dtype(device_, previous_dtype_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  at::DeviceType device_;
+  bool enabled_;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+// The source of [data] train or val: files, or synthetic images for train.
+std::shared_ptr<const data::ImageSource> open_source(const spec::Spec& spec, bool train) {
+  if (train && spec.data.synthetic) {
+    const int64_t classes = spec.model.num_classes;
+    return data::ImageSource::synthetic(spec.data.synthetic_samples, spec.data.synthetic_image_size,
+                                        /*channels=*/3, classes,
+                                        static_cast<uint64_t>(spec.train.seed));
+  }
+  return data::ImageSource::open(train ? spec.data.train : spec.data.val,
+                                 data::source_options_from_spec(spec));
+}
+
+// "1h02m", "4m05s", "12s".
+std::string duration_text(double seconds) {
+  const auto s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60));
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  }
+  return buf;
+}
+
+class Trainer {
+ public:
+  Trainer(const spec::Spec& spec, dist::Communicator& comm, const TrainOptions& options)
+      : spec_(spec), comm_(comm), options_(options), device_(comm.device()) {}
+
+  TrainResult run() {
+    setup();
+    TrainResult result;
+    const auto t0 = Clock::now();
+    window_start_ = t0;
+    for (int64_t epoch = 0; epoch < spec_.train.epochs && step_ < total_steps_; ++epoch) {
+      train_epoch(epoch);
+      result.epochs = epoch + 1;
+      const bool last = epoch + 1 == spec_.train.epochs || step_ >= total_steps_;
+      const int64_t every = spec_.train.eval_every_epochs;
+      if (val_loader_ && (last || (every > 0 && (epoch + 1) % every == 0))) {
+        result.eval = run_eval(epoch);
+      }
+    }
+    result.steps = step_;
+    result.train_seconds = seconds_since(t0) - eval_seconds_;  // training alone
+    result.images_per_s = static_cast<double>(step_ * global_batch_) / result.train_seconds;
+    sync_buffers();
+    result.fingerprint = verify_identical_weights();
+    result.peak_rss_mib = max_over_ranks(peak_rss_mib());
+    if (comm_.rank() == 0 && !options_.run_dir.empty()) {
+      result.weights = options_.run_dir / "model.pt";
+      model::save_weights(*model_, result.weights.string());
+    }
+    if (comm_.rank() == 0 && options_.out) {
+      std::ostringstream line;
+      line << rt::rank_prefix() << "final: ";
+      if (result.eval) {
+        line << std::fixed << std::setprecision(2) << "test top-1 " << 100 * result.eval->top1
+             << "% top-5 " << 100 * result.eval->top5 << "% loss " << std::setprecision(4)
+             << result.eval->loss << " (" << result.eval->samples << " images); ";
+      }
+      line << std::setprecision(1) << step_ << " steps, " << result.epochs << " epochs in "
+           << result.train_seconds << " s, " << std::setprecision(0) << result.images_per_s
+           << " images/s (training alone), peak RSS " << result.peak_rss_mib
+           << " MiB per rank (max)";
+      if (!result.weights.empty()) line << "; weights " << result.weights.string();
+      *options_.out << line.str() << std::endl;
+    }
+    return result;
+  }
+
+ private:
+  void setup() {
+    // Threads before any parallel work: intra-op from the spec, one inter-op thread (the
+    // training loop issues ops from one thread).
+    const int64_t threads = spec_.train.threads.value_or(spec_.job.cpus_per_task);
+    at::set_num_threads(static_cast<int>(std::max<int64_t>(1, threads)));
+    if (device_.is_cuda()) {
+      at::globalContext().setAllowTF32CuBLAS(spec_.train.tf32);
+      at::globalContext().setAllowTF32CuDNN(spec_.train.tf32);
+      at::globalContext().setBenchmarkCuDNN(true);
+    }
+    if (spec_.train.precision == spec::Precision::kFp16 && !device_.is_cuda()) {
+      HPCTRAIN_THROW(rt::Error, "train.precision = \"fp16\" needs a GPU; use \"bf16\" on CPUs");
+    }
+
+    auto train_source = open_source(spec_, /*train=*/true);
+    const data::DatasetInfo& info = train_source->info();
+    if (info.num_classes > spec_.model.num_classes) {
+      HPCTRAIN_THROW(rt::DatasetFormatError, "the training data has " +
+                                                 std::to_string(info.num_classes) +
+                                                 " classes but model.num_classes is " +
+                                                 std::to_string(spec_.model.num_classes));
+    }
+    train_loader_ = std::make_unique<data::Loader>(
+        train_source,
+        data::loader_config_from_spec(spec_, /*train=*/true, comm_.rank(), comm_.size()));
+    if (!spec_.data.val.empty()) {
+      val_source_ = open_source(spec_, /*train=*/false);
+      auto config =
+          data::loader_config_from_spec(spec_, /*train=*/false, comm_.rank(), comm_.size());
+      config.transform.mean = info.mean;  // normalised as the model saw its training data
+      config.transform.std = info.std;
+      val_loader_ = std::make_unique<data::Loader>(val_source_, config);
+    }
+
+    // The same initial weights everywhere: the same seed, and rank 0's broadcast for certainty.
+    torch::manual_seed(static_cast<uint64_t>(spec_.train.seed));
+    model_ = model::build_model(model::model_config_from_spec(spec_, info.channels));
+    model_->to(device_);
+    if (spec_.train.channels_last) model::to_channels_last(*model_);
+    std::vector<at::Tensor> all;
+    for (auto& p : model_->parameters()) all.push_back(p);
+    for (auto& b : model_->buffers()) all.push_back(b);
+    dist::broadcast_from_rank0(comm_, all);
+
+    NamedParams named;
+    std::vector<std::string> names;
+    for (auto& p : model_->named_parameters()) {
+      named.emplace_back(p.key(), p.value());
+      names.push_back(p.key());
+      params_.push_back(p.value());
+      if (p.value().requires_grad()) trainable_.push_back(p.value());
+    }
+    grad_sync_ = std::make_unique<dist::GradSync>(names, params_, comm_,
+                                                  dist::grad_sync_options_from_spec(spec_));
+
+    train_loader_->start_epoch(0, 0);
+    steps_per_epoch_ = train_loader_->num_batches();
+    if (steps_per_epoch_ < 1) {
+      HPCTRAIN_THROW(rt::DataError, "an epoch of " + std::to_string(info.num_samples) +
+                                        " training samples holds no full batch of " +
+                                        std::to_string(spec_.train.batch_size) + " per rank on " +
+                                        std::to_string(comm_.size()) + " ranks");
+    }
+    global_batch_ = spec_.train.batch_size * comm_.size();
+    total_steps_ = spec_.train.epochs * steps_per_epoch_;
+    if (spec_.train.max_steps) total_steps_ = std::min(total_steps_, *spec_.train.max_steps);
+    schedule_ = std::make_unique<LrSchedule>(
+        schedule_config_from_spec(spec_, global_batch_, steps_per_epoch_, total_steps_));
+    optimizer_ = make_optimizer(spec_, named, schedule_->lr_at(0));
+    if (spec_.train.precision == spec::Precision::kFp16) {
+      scaler_ = std::make_unique<GradScaler>(GradScalerConfig{}, device_);
+    }
+    if (comm_.rank() == 0 && !options_.run_dir.empty()) {
+      metrics_ = std::make_unique<MetricsLog>(options_.run_dir / "metrics.jsonl");
+    }
+    window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
+    if (comm_.rank() == 0 && options_.out) {
+      *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "
+                    << info.num_samples << " images " << info.height << "x" << info.width << "x"
+                    << info.channels << ", " << comm_.size() << " ranks x "
+                    << spec_.train.batch_size << " per step, " << steps_per_epoch_
+                    << " steps per epoch, " << total_steps_ << " steps, "
+                    << spec::name_of(spec_.train.precision) << ", " << at::get_num_threads()
+                    << " threads per rank" << std::endl;
+    }
+  }
+
+  std::pair<at::Tensor, at::Tensor> to_device(const data::Batch& batch) const {
+    const auto n = batch.size;
+    at::Tensor images =
+        batch.layout == data::Layout::kNHWC
+            ? torch::from_blob(batch.data(), {n, batch.height, batch.width, batch.channels},
+                               torch::kFloat32)
+                  .permute({0, 3, 1, 2})  // NCHW sizes, channels_last strides
+            : torch::from_blob(batch.data(), {n, batch.channels, batch.height, batch.width},
+                               torch::kFloat32);
+    // The labels vector is not modified while the tensor lives; from_blob wants non-const.
+    at::Tensor labels =
+        torch::from_blob(const_cast<int64_t*>(batch.labels.data()), {n}, torch::kInt64);
+    if (!device_.is_cpu()) {
+      images = images.to(device_, /*non_blocking=*/true);
+      labels = labels.to(device_, /*non_blocking=*/true);
+    }
+    return {images, labels};
+  }
+
+  void train_epoch(int64_t epoch) {
+    model_->train();
+    train_loader_->start_epoch(epoch, 0);
+    namespace F = torch::nn::functional;
+    const auto ce = F::CrossEntropyFuncOptions().label_smoothing(spec_.train.label_smoothing);
+    while (step_ < total_steps_) {
+      auto batch = train_loader_->next();
+      if (!batch) break;
+      const double lr = schedule_->lr_at(step_);
+      set_lr(*optimizer_, lr);
+      auto [images, labels] = to_device(*batch);
+      optimizer_->zero_grad();
+      grad_sync_->prepare();
+      at::Tensor loss;
+      {
+        AutocastGuard autocast(device_.type(), spec_.train.precision);
+        loss = F::cross_entropy(model_->forward(images), labels, ce);
+      }
+      (scaler_ ? scaler_->scale(loss) : loss).backward();
+      grad_sync_->finish();
+      bool skip = false;
+      if (scaler_) {
+        at::Tensor found_inf = scaler_->unscale(trainable_);
+        comm_.all_reduce(found_inf);  // identical already (all-reduced gradients); agreed anyway
+        skip = found_inf.item<float>() > 0;
+        scaler_->update(found_inf);
+      }
+      if (!skip) {
+        if (spec_.train.grad_clip_norm) {
+          torch::nn::utils::clip_grad_norm_(trainable_, *spec_.train.grad_clip_norm);
+        }
+        optimizer_->step();
+      }
+      window_loss_ += loss.detach().to(at::kDouble);
+      ++window_steps_;
+      ++step_;
+      if (step_ % spec_.train.log_every_steps == 0 || step_ == total_steps_) log_train(epoch, lr);
+    }
+  }
+
+  void log_train(int64_t epoch, double lr) {
+    // The mean loss over the window and all ranks: one small all-reduce per log line.
+    at::Tensor loss = window_loss_.clone();
+    comm_.all_reduce(loss);
+    const int64_t steps = window_steps_;
+    const double mean_loss = loss.item<double>() / static_cast<double>(steps * comm_.size());
+    const double seconds = seconds_since(window_start_);
+    const double images_per_s = static_cast<double>(steps * global_batch_) / seconds;
+    const double scale = scaler_ ? scaler_->current_scale() : 1.0;
+    window_loss_.zero_();
+    window_steps_ = 0;
+    window_start_ = Clock::now();
+    if (comm_.rank() != 0) return;
+    const double eta = static_cast<double>(total_steps_ - step_) * seconds / steps;
+    if (metrics_) {
+      metrics_->write({{"kind", "train"},
+                       {"step", step_},
+                       {"epoch", epoch + 1},
+                       {"loss", mean_loss},
+                       {"lr", lr},
+                       {"images_per_s", images_per_s},
+                       {"loss_scale", scale},
+                       {"wall_time", unix_time()}});
+    }
+    if (options_.out) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "epoch %lld/%lld step %lld/%lld loss %.4f lr %.5f images/s %.0f scale %g "
+                    "eta %s",
+                    static_cast<long long>(epoch + 1), static_cast<long long>(spec_.train.epochs),
+                    static_cast<long long>(step_), static_cast<long long>(total_steps_), mean_loss,
+                    lr, images_per_s, scale, duration_text(eta).c_str());
+      *options_.out << rt::rank_prefix() << line << std::endl;
+    }
+  }
+
+  // The largest of every rank's `value` (the communicator sums: each rank fills its own slot).
+  double max_over_ranks(double value) {
+    at::Tensor all =
+        at::zeros({comm_.size()}, at::TensorOptions().dtype(at::kDouble).device(device_));
+    all[comm_.rank()] = value;
+    comm_.all_reduce(all);
+    return all.max().item<double>();
+  }
+
+  // Every rank must end with the same weights (data parallelism's invariant): each rank hashes
+  // its parameters and buffers, says so on stderr, and the ranks compare the hashes; a
+  // difference is an error naming the ranks that disagree with rank 0.
+  uint64_t verify_identical_weights() {
+    const uint64_t mine = weights_fingerprint(*model_);
+    std::cerr << rt::rank_prefix() << "final weights fnv1a64 " << std::hex << "0x" << mine
+              << std::dec << std::endl;
+    at::Tensor all =
+        at::zeros({comm_.size()}, at::TensorOptions().dtype(at::kLong).device(device_));
+    all[comm_.rank()] = static_cast<int64_t>(mine);
+    comm_.all_reduce(all);
+    const at::Tensor host = all.cpu();
+    std::string differ;
+    for (int64_t r = 1; r < comm_.size(); ++r) {
+      if (host[r].item<int64_t>() != host[0].item<int64_t>()) differ += " " + std::to_string(r);
+    }
+    if (!differ.empty()) {
+      HPCTRAIN_THROW(rt::Error, "the ranks' weights differ after training: rank(s)" + differ +
+                                    " disagree with rank 0 (non-deterministic kernels, or a bug)");
+    }
+    return mine;
+  }
+
+  // Batch-norm statistics are computed on each rank's shard; rank 0's are the model's (as DDP's
+  // broadcast_buffers), so evaluation and the saved weights agree on every rank.
+  void sync_buffers() {
+    std::vector<at::Tensor> buffers;
+    for (auto& b : model_->buffers()) buffers.push_back(b);
+    if (!buffers.empty()) dist::broadcast_from_rank0(comm_, buffers);
+  }
+
+  EvalResult run_eval(int64_t epoch) {
+    sync_buffers();
+    model_->eval();
+    const auto t0 = Clock::now();
+    const spec::Precision precision = spec_.train.precision;
+    const at::DeviceType device = device_.type();
+    EvalResult r = evaluate(
+        [&](const at::Tensor& x) {
+          AutocastGuard autocast(device, precision);
+          return model_->forward(x);
+        },
+        [&](const data::Batch& b) { return to_device(b); }, *val_loader_, val_source_->size(),
+        comm_);
+    model_->train();
+    if (comm_.rank() == 0) {
+      if (metrics_) {
+        metrics_->write({{"kind", "eval"},
+                         {"step", step_},
+                         {"epoch", epoch + 1},
+                         {"loss", r.loss},
+                         {"top1", r.top1},
+                         {"top5", r.top5},
+                         {"samples", r.samples},
+                         {"seconds", seconds_since(t0)},
+                         {"wall_time", unix_time()}});
+      }
+      if (options_.out) {
+        char line[192];
+        std::snprintf(line, sizeof line,
+                      "eval epoch %lld step %lld: top-1 %.2f%% top-5 %.2f%% loss %.4f (%lld "
+                      "images, %.1f s)",
+                      static_cast<long long>(epoch + 1), static_cast<long long>(step_),
+                      100 * r.top1, 100 * r.top5, r.loss, static_cast<long long>(r.samples),
+                      seconds_since(t0));
+        *options_.out << rt::rank_prefix() << line << std::endl;
+      }
+    }
+    // Evaluation time is not training throughput: the window's clock skips it.
+    window_start_ += std::chrono::duration_cast<Clock::duration>(Clock::now() - t0);
+    eval_seconds_ += seconds_since(t0);
+    return r;
+  }
+
+  const spec::Spec& spec_;
+  dist::Communicator& comm_;
+  TrainOptions options_;
+  at::Device device_;
+
+  std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  std::shared_ptr<const data::ImageSource> val_source_;
+  std::shared_ptr<model::Classifier> model_;
+  std::vector<at::Tensor> params_, trainable_;
+  std::unique_ptr<dist::GradSync> grad_sync_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<MetricsLog> metrics_;
+
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0, global_batch_ = 0, step_ = 0;
+  at::Tensor window_loss_;
+  int64_t window_steps_ = 0;
+  double eval_seconds_ = 0;
+  Clock::time_point window_start_;
+};
+
+}  // namespace
+
+uint64_t weights_fingerprint(const torch::nn::Module& model) {
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a, over the state dict's bytes in order
+  for (const auto& item : model::state_dict(model)) {
+    const at::Tensor t = item.value().detach().contiguous().cpu();
+    const auto* bytes = static_cast<const unsigned char*>(t.data_ptr());
+    const size_t n = static_cast<size_t>(t.numel()) * t.element_size();
+    for (size_t i = 0; i < n; ++i) {
+      hash ^= bytes[i];
+      hash *= 0x100000001b3ULL;
+    }
+  }
+  return hash;
+}
+
+TrainResult train(const spec::Spec& spec, dist::Communicator& comm, const TrainOptions& options) {
+  return Trainer(spec, comm, options).run();
+}
+
+}  // namespace hpctrain::train

@@ -1,0 +1,46 @@
+// The training loop of one rank: builds the model, optimizer, schedule, loss scaler and loaders
+// from the spec, trains data-parallel over the communicator (gradients averaged by GradSync),
+// evaluates on the validation set every eval_every_epochs and at the end, and reports progress
+// (rank 0: a line every log_every_steps on `out`, and RUN_DIR/metrics.jsonl).
+// Thread safety: call from the main thread; every rank calls it (it issues collectives).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <ostream>
+
+#include <torch/nn/module.h>
+
+#include "dist/communicator.hpp"
+#include "train/evaluate.hpp"
+
+namespace hpctrain::spec {
+struct Spec;
+}
+
+namespace hpctrain::train {
+
+struct TrainOptions {
+  // Where metrics.jsonl and model.pt go (rank 0); empty: nothing is written.
+  std::filesystem::path run_dir;
+  std::ostream* out = nullptr;  // progress and the final line (rank 0); null: silent
+};
+
+struct TrainResult {
+  int64_t steps = 0;               // optimizer steps taken (skipped fp16 steps included)
+  int64_t epochs = 0;              // epochs begun
+  double train_seconds = 0;        // the loop without its evaluations
+  double images_per_s = 0;         // all ranks together, over train_seconds
+  std::optional<EvalResult> eval;  // the final evaluation, when there is a validation set
+  std::filesystem::path weights;   // model.pt (rank 0), when written
+  uint64_t fingerprint = 0;        // weights_fingerprint() of the final model, equal on all ranks
+  double peak_rss_mib = 0;         // the largest peak resident memory of any rank
+};
+
+// FNV-1a over the bytes of every parameter and buffer in state-dict order: equal fingerprints
+// mean bitwise equal weights.
+uint64_t weights_fingerprint(const torch::nn::Module& model);
+
+TrainResult train(const spec::Spec& spec, dist::Communicator& comm, const TrainOptions& options);
+
+}  // namespace hpctrain::train

@@ -1,0 +1,188 @@
+// The training library's parts against closed forms: learning-rate schedules and the scaling
+// rule, optimizer parameter groups, the loss scaler's skip / back-off / growth, and evaluation's
+// exact counting. (tests/unit/train/optimizer_interop.py compares the same against torch.optim.)
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "common/error.hpp"
+#include "data/loader.hpp"
+#include "data/source.hpp"
+#include "dist/process_group.hpp"
+#include "spec/spec.hpp"
+#include "train/evaluate.hpp"
+#include "train/grad_scaler.hpp"
+#include "train/optimizer.hpp"
+#include "train/schedule.hpp"
+
+namespace hpctrain::train {
+namespace {
+
+ScheduleConfig cosine(int64_t warmup, int64_t total) {
+  ScheduleConfig c;
+  c.kind = spec::Schedule::kCosine;
+  c.base_lr = 0.4;
+  c.warmup_steps = warmup;
+  c.total_steps = total;
+  c.steps_per_epoch = 10;
+  c.min_lr = 0.001;
+  return c;
+}
+
+TEST(Schedule, WarmupClimbsLinearlyThenCosineFallsToTheFloor) {
+  const LrSchedule s(cosine(/*warmup=*/5, /*total=*/105));
+  for (int64_t k = 0; k < 5; ++k) EXPECT_DOUBLE_EQ(s.lr_at(k), 0.4 * (k + 1) / 5.0) << k;
+  EXPECT_DOUBLE_EQ(s.lr_at(5), 0.4);                             // cos(0)
+  EXPECT_NEAR(s.lr_at(55), 0.001 + (0.4 - 0.001) * 0.5, 1e-15);  // half way: cos(pi/2)
+  EXPECT_NEAR(s.lr_at(104), 0.001 + 0.399 * 0.5 * (1 + std::cos(M_PI * 99 / 100)), 1e-15);
+  for (int64_t k = 6; k < 105; ++k) EXPECT_LT(s.lr_at(k), s.lr_at(k - 1)) << k;
+}
+
+TEST(Schedule, StepAndMultistepDecayAtEpochBoundaries) {
+  ScheduleConfig c = cosine(0, 100);
+  c.kind = spec::Schedule::kStep;
+  c.step_size_epochs = 3;
+  c.gamma = 0.1;
+  const LrSchedule step(c);
+  EXPECT_DOUBLE_EQ(step.lr_at(29), 0.4);        // epoch 2
+  EXPECT_DOUBLE_EQ(step.lr_at(30), 0.4 * 0.1);  // epoch 3
+  EXPECT_NEAR(step.lr_at(60), 0.4 * 0.01, 1e-17);
+  c.kind = spec::Schedule::kMultistep;
+  c.milestone_epochs = {2, 7};
+  const LrSchedule multi(c);
+  EXPECT_DOUBLE_EQ(multi.lr_at(19), 0.4);
+  EXPECT_DOUBLE_EQ(multi.lr_at(20), 0.4 * 0.1);
+  EXPECT_DOUBLE_EQ(multi.lr_at(69), 0.4 * 0.1);
+  EXPECT_NEAR(multi.lr_at(70), 0.4 * 0.01, 1e-17);
+  c.kind = spec::Schedule::kConstant;
+  EXPECT_DOUBLE_EQ(LrSchedule(c).lr_at(99), 0.4);
+}
+
+TEST(Schedule, TheSpecScalesTheLearningRateByTheGlobalBatch) {
+  spec::Spec s;
+  s.train.optimizer.lr = 0.1;
+  s.train.schedule.name = spec::Schedule::kCosine;
+  s.train.schedule.reference_batch = 256;
+  s.train.schedule.scale_lr = true;
+  s.train.schedule.warmup_epochs = 0.5;
+  const ScheduleConfig c = schedule_config_from_spec(s, /*global_batch=*/1024,
+                                                     /*steps_per_epoch=*/30, /*total_steps=*/90);
+  EXPECT_DOUBLE_EQ(c.base_lr, 0.4);
+  EXPECT_EQ(c.warmup_steps, 15);
+  s.train.schedule.scale_lr = false;
+  EXPECT_DOUBLE_EQ(schedule_config_from_spec(s, 1024, 30, 90).base_lr, 0.1);
+  EXPECT_THROW(LrSchedule(schedule_config_from_spec(s, 1024, 0, 90)), rt::Error);
+}
+
+TEST(Optimizer, BatchNormAndBiasesCanBeExemptFromWeightDecay) {
+  spec::Spec s;
+  s.train.optimizer.name = spec::Optimizer::kSgd;
+  s.train.optimizer.momentum = 0;
+  s.train.optimizer.weight_decay = 0.5;
+  for (const bool decay_all : {true, false}) {
+    s.train.optimizer.decay_bn_bias = decay_all;
+    auto w = torch::full({2, 2}, 1.0).requires_grad_();
+    auto b = torch::full({2}, 1.0).requires_grad_();
+    auto frozen = torch::full({2}, 1.0);  // requires_grad false: not optimised
+    auto opt = make_optimizer(s, {{"w", w}, {"b", b}, {"frozen", frozen}}, /*lr=*/0.1);
+    EXPECT_EQ(opt->param_groups().size(), decay_all ? 1u : 2u);
+    w.mutable_grad() = torch::full({2, 2}, 0.25);
+    b.mutable_grad() = torch::full({2}, 0.25);
+    opt->step();
+    // p - lr * (g + wd * p)
+    EXPECT_TRUE(w.allclose(torch::full({2, 2}, 1 - 0.1 * (0.25 + 0.5))));
+    const double b_expected = decay_all ? 1 - 0.1 * (0.25 + 0.5) : 1 - 0.1 * 0.25;
+    EXPECT_TRUE(b.allclose(torch::full({2}, b_expected))) << b;
+    set_lr(*opt, 0.01);
+    for (auto& g : opt->param_groups()) EXPECT_DOUBLE_EQ(g.options().get_lr(), 0.01);
+  }
+}
+
+TEST(GradScaler, SkipsAndBacksOffOnOverflowThenGrowsAfterTheInterval) {
+  GradScalerConfig config;
+  config.init_scale = 1024;
+  config.growth_interval = 3;
+  GradScaler scaler(config, at::kCPU);
+  auto p = torch::zeros({4}).requires_grad_();
+  // A clean step: gradients are divided by the scale exactly (a power of two).
+  p.mutable_grad() = torch::full({4}, 512.0);
+  at::Tensor found = scaler.unscale({p});
+  EXPECT_EQ(found.item<float>(), 0);
+  EXPECT_TRUE(p.grad().equal(torch::full({4}, 0.5)));
+  scaler.update(found);
+  EXPECT_EQ(scaler.current_scale(), 1024);
+  EXPECT_EQ(scaler.state().growth_tracker, 1);
+  // An overflow: found, the scale halves, the clean-step count restarts.
+  p.mutable_grad() = torch::tensor({1.0f, INFINITY, 2.0f, 3.0f});
+  found = scaler.unscale({p});
+  EXPECT_EQ(found.item<float>(), 1);
+  scaler.update(found);
+  EXPECT_EQ(scaler.current_scale(), 512);
+  EXPECT_EQ(scaler.state().growth_tracker, 0);
+  // NaN too.
+  p.mutable_grad() = torch::tensor({NAN, 0.0f, 0.0f, 0.0f});
+  found = scaler.unscale({p});
+  scaler.update(found);
+  EXPECT_EQ(scaler.current_scale(), 256);
+  // Three clean steps in a row: the scale doubles.
+  for (int k = 0; k < 3; ++k) {
+    p.mutable_grad() = torch::ones({4});
+    scaler.update(scaler.unscale({p}));
+  }
+  EXPECT_EQ(scaler.current_scale(), 512);
+  EXPECT_EQ(scaler.state().growth_tracker, 0);
+  // The loss is multiplied by the scale; state round-trips.
+  EXPECT_EQ(scaler.scale(torch::tensor(2.0f)).item<float>(), 1024);
+  GradScaler other(config, at::kCPU);
+  other.load_state(scaler.state());
+  EXPECT_EQ(other.current_scale(), 512);
+}
+
+TEST(Evaluate, CountsEverySampleOnceWithTopOneAndTopFive) {
+  // 10 samples in batches of 4 (the last one short). The "images" handed to the forward carry
+  // each sample's index and label: even samples are predicted right, odd ones have their label
+  // second (a top-5 hit, a top-1 miss).
+  auto source = data::ImageSource::synthetic(/*num_samples=*/10, /*side=*/8, /*channels=*/1,
+                                             /*num_classes=*/10, /*seed=*/3);
+  data::LoaderConfig config;
+  config.batch_size = 4;
+  config.prefetch_batches = 1;
+  config.shuffle = false;
+  config.tail = data::TailPolicy::kPad;
+  data::Loader loader(source, config);
+  dist::WorldInfo world;
+  world.hostname = "localhost";
+  auto group = dist::join(world, {}, {});
+  const ToDevice to_device = [](const data::Batch& b) {
+    auto images = torch::empty({b.size, 2}, torch::kInt64);
+    auto labels = torch::tensor(b.labels, torch::kInt64);
+    images.select(1, 0).copy_(torch::tensor(b.samples, torch::kInt64));
+    images.select(1, 1).copy_(labels);
+    return std::make_pair(images, labels);
+  };
+  const Forward forward = [](const at::Tensor& images) {
+    auto logits = torch::zeros({images.size(0), 10});
+    for (int64_t i = 0; i < images.size(0); ++i) {
+      const int64_t sample = images[i][0].item<int64_t>(), label = images[i][1].item<int64_t>();
+      if (sample % 2 == 0) {
+        logits[i][label] = 1;
+      } else {
+        logits[i][(label + 1) % 10] = 2;
+        logits[i][label] = 1;
+      }
+    }
+    return logits;
+  };
+  const EvalResult r = evaluate(forward, to_device, loader, source->size(), group->communicator());
+  EXPECT_EQ(r.samples, 10);
+  EXPECT_DOUBLE_EQ(r.top1, 0.5);
+  EXPECT_DOUBLE_EQ(r.top5, 1.0);
+  // Cross-entropy: -log softmax at the label: e/(e+9) for even, e/(e^2+e+8) for odd samples.
+  const double e = std::exp(1.0);
+  const double even = -std::log(e / (e + 9)), odd = -std::log(e / (e * e + e + 8));
+  EXPECT_NEAR(r.loss, (even + odd) / 2, 1e-6);  // float32 logits
+}
+
+}  // namespace
+}  // namespace hpctrain::train
