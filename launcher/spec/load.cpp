@@ -688,6 +688,12 @@ Spec build(const Typedmap& m, const fs::path& spec_dir, const LoadOptions& optio
   j.container.runtime = get<std::string>(m, "job.container.runtime");
   j.container.image = get_opt<std::string>(m, "job.container.image").value_or("");
   j.container.mounts = get<std::vector<std::string>>(m, "job.container.mounts");
+  // Apptainer opens a local image from the job's working directory (run_dir), not the spec's:
+  // resolve it against the spec file, as the path check does. URIs (docker://...) stay as given.
+  if (j.container.runtime == "apptainer" && !j.container.image.empty() &&
+      j.container.image.find("://") == std::string::npos) {
+    j.container.image = absolute_from(spec_dir, j.container.image).string();
+  }
 
   const std::string time_text = get<std::string>(m, "job.time");
   if (auto secs = parse_slurm_time(time_text); secs && *secs > 0) {
@@ -929,6 +935,9 @@ void fill_literals(Spec& spec, const Typedmap& m) {
   spec.literals["job.run_dir"] = literal_of(spec.job.run_dir);
   spec.literals["job.worker"] = literal_of(spec.job.worker);
   spec.literals["job.time"] = literal_of(spec.job.time);
+  if (!spec.job.container.image.empty()) {
+    spec.literals["job.container.image"] = literal_of(spec.job.container.image);
+  }
   // The profile is already merged in; the frozen spec stands alone and names it in a comment.
   spec.literals.erase("job.profile");
   if (!spec.data.train.empty()) spec.literals["data.train"] = literal_of(spec.data.train);
