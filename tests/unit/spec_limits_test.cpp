@@ -6,7 +6,6 @@
 // reviewed diff (HPCTRAIN_UPDATE_GOLDENS=1 rewrites it).
 #include <gtest/gtest.h>
 
-#include <charconv>
 #include <cmath>
 #include <functional>
 
@@ -56,12 +55,9 @@ const std::vector<Adjustment>& adjustments() {
   return kTable;
 }
 
-// How the checks write a bound: integral values as integers, others in shortest form.
+// How the checks write a bound: integral values without a fraction, others in shortest form.
 std::string bound_text(double v) {
-  if (std::abs(v) < 1e15 && v == std::floor(v)) return std::to_string(static_cast<int64_t>(v));
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, end);
+  return v == std::floor(v) ? std::to_string(static_cast<int64_t>(v)) : literal_of(v);
 }
 
 std::string value_text(const Field& f, double v) {

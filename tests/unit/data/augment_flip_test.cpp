@@ -22,15 +22,15 @@ std::vector<uint8_t> asymmetric_image() {
 
 // Outputs the pixel values themselves: mean 0 and std 1/255 make normalisation the identity.
 DatasetInfo identity_info() {
-  DatasetInfo info;
-  info.num_samples = 1;
-  info.height = kSide;
-  info.width = kSide;
-  info.channels = kChannels;
-  info.num_classes = 2;
-  info.mean.assign(kChannels, 0.0);
-  info.std.assign(kChannels, 1.0 / 255.0);
-  return info;
+  return {/*num_samples=*/1,
+          kSide,
+          kSide,
+          kChannels,
+          /*num_classes=*/2,
+          /*class_names=*/{},
+          std::vector<double>(kChannels, 0.0),
+          std::vector<double>(kChannels, 1.0 / 255.0),
+          /*chunk_images=*/0};
 }
 
 // random_resized_crop whose box can only be the whole (square) image, resized to `out_side`.
