@@ -33,6 +33,12 @@ start exhaust 2 "3" >/dev/null
 reset_id=$(start reset 1 "3 75 3 0")
 
 ledger_lines() { [[ -f $1/attempts.jsonl && $(wc -l < "$1/attempts.jsonl") -ge $2 ]]; }
+# Every first attempt fails within the budget: each job must be requeued, not end.
+for run in recover exhaust reset; do
+  wait_for 60 "first attempt of $run" ledger_lines "$work/$run" 1
+  [[ $(ledger_field "$work/$run" 1 reason) == failed_requeued ]] ||
+    fail "$run: a first failure within the budget was not requeued"
+done
 wait_for 200 "third attempt of reset" ledger_lines "$work/reset" 3
 scancel "$reset_id"
 expect_ledger "$work/reset" "failed_requeued requeued failed_requeued" "3 75 3"
