@@ -5,14 +5,12 @@
 #include <chrono>
 #include <fstream>
 
+#include "common/error.hpp"
 #include "convert.hpp"
 #include "convert_common.hpp"
-#include "error.hpp"
 #include "progress.hpp"
 
 namespace hpctrain::datasets {
-
-using data::DataError;
 
 namespace {
 constexpr int64_t kSide = 32;
@@ -36,32 +34,30 @@ std::vector<std::string> cifar_names(const std::string& first_file) {
 ConvertSummary convert_cifar10(const std::vector<std::string>& batch_files,
                                const std::string& output, const ConvertOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (batch_files.empty()) throw DataError("cifar10: no batch files given");
+  if (batch_files.empty()) HPCTRAIN_THROW(rt::DataError, "cifar10: no batch files given");
   int64_t n = 0;
   for (const auto& f : batch_files) {
     struct stat st {};
-    if (::stat(f.c_str(), &st) != 0) throw DataError(f + ": cannot open CIFAR-10 batch");
+    if (::stat(f.c_str(), &st) != 0)
+      HPCTRAIN_THROW(rt::DataError, f + ": cannot open CIFAR-10 batch");
     if (st.st_size == 0 || st.st_size % kRecord != 0) {
-      throw DataError(f + ": size " + std::to_string(st.st_size) + " is not a multiple of the " +
-                      std::to_string(kRecord) +
-                      "-byte CIFAR-10 record (truncated or not CIFAR-10)");
+      HPCTRAIN_THROW(rt::DataError, f + ": size " + std::to_string(st.st_size) +
+                                        " is not a multiple of the " + std::to_string(kRecord) +
+                                        "-byte CIFAR-10 record (truncated or not CIFAR-10)");
     }
     n += st.st_size / kRecord;
   }
   std::vector<std::string> names =
       options.class_names.empty() ? cifar_names(batch_files.front()) : options.class_names;
   if (static_cast<int64_t>(names.size()) != kClasses) {
-    throw DataError("cifar10: " + std::to_string(names.size()) + " class names, expected 10");
+    HPCTRAIN_THROW(rt::DataError,
+                   "cifar10: " + std::to_string(names.size()) + " class names, expected 10");
   }
   data::DatasetWriter writer(output, n, kSide, kSide, /*channels=*/3, names,
                              {options.chunk_images});
   Progress progress(options.progress, "cifar10", n);
-  std::vector<int64_t> all_labels;
-  std::vector<uint8_t> record(kRecord), image(3 * kPlane);
-  int64_t done = 0;
-  constexpr int64_t kBlock = 1000;
-  std::vector<uint8_t> block(static_cast<size_t>(kBlock * 3 * kPlane));
-  std::vector<int64_t> block_labels;
+  BlockWriter out(writer, 3 * kPlane, /*block_images=*/1000, progress);
+  std::vector<uint8_t> record(kRecord);
   for (const auto& f : batch_files) {
     InputFile in(f);
     const int64_t records = [&] {
@@ -73,26 +69,18 @@ ConvertSummary convert_cifar10(const std::vector<std::string>& batch_files,
       in.read(record.data(), record.size(), "a record");
       const int64_t label = record[0];
       if (label >= kClasses) {
-        throw DataError(f + ": record " + std::to_string(r) + " has label " +
-                        std::to_string(label) + ", outside [0, 10)");
+        HPCTRAIN_THROW(rt::DataError, f + ": record " + std::to_string(r) + " has label " +
+                                          std::to_string(label) + ", outside [0, 10)");
       }
-      const int64_t slot = static_cast<int64_t>(block_labels.size());
-      uint8_t* dst = block.data() + slot * 3 * kPlane;
+      uint8_t* dst = out.next_slot();
       for (int64_t p = 0; p < kPlane; ++p) {
         for (int64_t c = 0; c < 3; ++c) dst[p * 3 + c] = record[1 + c * kPlane + p];
       }
-      block_labels.push_back(label);
-      all_labels.push_back(label);
-      if (static_cast<int64_t>(block_labels.size()) == kBlock || r + 1 == records) {
-        writer.write(done, static_cast<int64_t>(block_labels.size()), block.data(),
-                     block_labels.data());
-        done += static_cast<int64_t>(block_labels.size());
-        block_labels.clear();
-        progress.update(done);
-      }
+      out.add(label);
     }
   }
-  return finish_conversion(writer, output, all_labels, t0);
+  out.flush();
+  return finish_conversion(writer, output, out.labels(), t0);
 }
 
 }  // namespace hpctrain::datasets

@@ -1,7 +1,7 @@
 // Converters from common image-dataset formats into the hpctrain HDF5 layout
 // (docs/dataset-format.md), and the validator behind `hpctrain-data inspect`.
 // Each converter validates its input before writing, reports progress on `log` when asked, and
-// returns a summary; errors are DataError naming the offending input file.
+// returns a summary; errors are rt::DataError naming the offending input file.
 // Thread safety: independent calls may run concurrently on different files.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "format.hpp"
+#include "data/format.hpp"
 
 namespace hpctrain::datasets {
 
@@ -45,7 +45,7 @@ ConvertSummary convert_image_folder(const std::string& root, const std::string& 
 void print_summary(std::ostream& out, const ConvertSummary& summary);
 
 // Validates one file against the format (optionally reading every image) and prints its summary.
-// Throws DataError on the first problem.
+// Throws rt::DataError on the first problem.
 void inspect(const std::string& path, bool read_all, bool file_locking, std::ostream& out);
 
 // The ten Fashion-MNIST class names, in label order.

@@ -8,17 +8,16 @@
 #include <iomanip>
 #include <ostream>
 
-#include "error.hpp"
+#include "common/error.hpp"
 
 namespace hpctrain::datasets {
-
-using data::DataError;
 
 InputFile::InputFile(const std::string& path) : path_(path) {
   errno = 0;
   file_ = gzopen(path.c_str(), "rb");
   if (file_ == nullptr) {
-    throw DataError(path + ": cannot open: " + (errno != 0 ? std::strerror(errno) : "zlib error"));
+    HPCTRAIN_THROW(rt::DataError,
+                   path + ": cannot open: " + (errno != 0 ? std::strerror(errno) : "zlib error"));
   }
   gzbuffer(file_, 1 << 20);
 }
@@ -36,7 +35,8 @@ size_t InputFile::read_some(void* dst, size_t bytes) {
     if (n < 0) {
       int err = 0;
       const char* msg = gzerror(file_, &err);
-      throw DataError(path_ + ": read failed: " + (msg != nullptr ? msg : "zlib error"));
+      HPCTRAIN_THROW(rt::DataError,
+                     path_ + ": read failed: " + (msg != nullptr ? msg : "zlib error"));
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);
@@ -47,9 +47,37 @@ size_t InputFile::read_some(void* dst, size_t bytes) {
 void InputFile::read(void* dst, size_t bytes, const char* what) {
   const size_t got = read_some(dst, bytes);
   if (got != bytes) {
-    throw DataError(path_ + ": file ends while reading " + what + " (" + std::to_string(got) +
-                    " of " + std::to_string(bytes) + " bytes; truncated file?)");
+    HPCTRAIN_THROW(rt::DataError, path_ + ": file ends while reading " + what + " (" +
+                                      std::to_string(got) + " of " + std::to_string(bytes) +
+                                      " bytes; truncated file?)");
   }
+}
+
+BlockWriter::BlockWriter(data::DatasetWriter& writer, int64_t sample_bytes, int64_t block_images,
+                         Progress& progress)
+    : writer_(writer),
+      sample_bytes_(sample_bytes),
+      block_images_(block_images),
+      progress_(progress),
+      block_(static_cast<size_t>(sample_bytes * block_images)) {}
+
+uint8_t* BlockWriter::next_slot() {
+  return block_.data() + static_cast<int64_t>(block_labels_.size()) * sample_bytes_;
+}
+
+void BlockWriter::add(int64_t label) {
+  block_labels_.push_back(label);
+  labels_.push_back(label);
+  if (static_cast<int64_t>(block_labels_.size()) == block_images_) flush();
+}
+
+void BlockWriter::flush() {
+  if (block_labels_.empty()) return;
+  const auto count = static_cast<int64_t>(block_labels_.size());
+  writer_.write(written_, count, block_.data(), block_labels_.data());
+  written_ += count;
+  block_labels_.clear();
+  progress_.update(written_);
 }
 
 std::vector<std::string> numbered_classes(int64_t n) {

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "convert.hpp"
-#include "format.hpp"
+#include "data/format.hpp"
+#include "progress.hpp"
 
 namespace hpctrain::datasets {
 
@@ -22,7 +23,7 @@ class InputFile {
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
 
-  // Reads exactly `bytes` or throws DataError naming the file and what was being read.
+  // Reads exactly `bytes` or throws rt::DataError naming the file and what was being read.
   void read(void* dst, size_t bytes, const char* what);
   // Reads up to `bytes`; returns how many (0 at end of file).
   size_t read_some(void* dst, size_t bytes);
@@ -31,6 +32,29 @@ class InputFile {
  private:
   std::string path_;
   gzFile file_ = nullptr;
+};
+
+// Collects converted images into blocks and writes each full block (and, at flush(), the last
+// partial one) to the dataset in order, keeping every label for the summary.
+class BlockWriter {
+ public:
+  BlockWriter(data::DatasetWriter& writer, int64_t sample_bytes, int64_t block_images,
+              Progress& progress);
+  // Where the next image goes (sample_bytes), until add().
+  uint8_t* next_slot();
+  // Takes the image in next_slot() with its label; writes the block when it is full.
+  void add(int64_t label);
+  // Writes what is left.
+  void flush();
+  const std::vector<int64_t>& labels() const { return labels_; }
+
+ private:
+  data::DatasetWriter& writer_;
+  int64_t sample_bytes_, block_images_;
+  Progress& progress_;
+  std::vector<uint8_t> block_;
+  std::vector<int64_t> labels_, block_labels_;
+  int64_t written_ = 0;
 };
 
 std::vector<std::string> numbered_classes(int64_t n);

@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/error.hpp"
 #include "convert.hpp"
 #include "convert_common.hpp"
-#include "error.hpp"
 #include "progress.hpp"
 
 namespace hpctrain::datasets {
-
-using data::DataError;
 
 namespace {
 
@@ -18,15 +16,15 @@ std::vector<int64_t> read_idx_header(InputFile& in, int expected_dims) {
   uint8_t magic[4];
   in.read(magic, 4, "the IDX magic number");
   if (magic[0] != 0 || magic[1] != 0) {
-    throw DataError(in.path() + ": not an IDX file (bad magic number)");
+    HPCTRAIN_THROW(rt::DataError, in.path() + ": not an IDX file (bad magic number)");
   }
   if (magic[2] != 0x08) {
-    throw DataError(in.path() + ": IDX element type 0x" + std::to_string(magic[2]) +
-                    " is not unsigned byte (0x08)");
+    HPCTRAIN_THROW(rt::DataError, in.path() + ": IDX element type 0x" + std::to_string(magic[2]) +
+                                      " is not unsigned byte (0x08)");
   }
   if (magic[3] != expected_dims) {
-    throw DataError(in.path() + ": IDX file has " + std::to_string(magic[3]) +
-                    " dimensions, expected " + std::to_string(expected_dims));
+    HPCTRAIN_THROW(rt::DataError, in.path() + ": IDX file has " + std::to_string(magic[3]) +
+                                      " dimensions, expected " + std::to_string(expected_dims));
   }
   std::vector<int64_t> dims;
   for (int i = 0; i < expected_dims; ++i) {
@@ -47,13 +45,14 @@ ConvertSummary convert_idx(const std::string& images_path, const std::string& la
   InputFile images_in(images_path);
   const auto dims = read_idx_header(images_in, 3);
   if (dims[0] != n) {
-    throw DataError(images_path + ": " + std::to_string(dims[0]) + " images but " + labels_path +
-                    " has " + std::to_string(n) + " labels");
+    HPCTRAIN_THROW(rt::DataError, images_path + ": " + std::to_string(dims[0]) + " images but " +
+                                      labels_path + " has " + std::to_string(n) + " labels");
   }
   if (n < 1 || n > data::kMaxSamples || dims[1] < 1 || dims[1] > data::kMaxSide || dims[2] < 1 ||
       dims[2] > data::kMaxSide) {
-    throw DataError(images_path + ": IDX dimensions " + std::to_string(n) + "x" +
-                    std::to_string(dims[1]) + "x" + std::to_string(dims[2]) + " are out of range");
+    HPCTRAIN_THROW(rt::DataError, images_path + ": IDX dimensions " + std::to_string(n) + "x" +
+                                      std::to_string(dims[1]) + "x" + std::to_string(dims[2]) +
+                                      " are out of range");
   }
   std::vector<uint8_t> raw_labels(static_cast<size_t>(n));
   labels_in.read(raw_labels.data(), raw_labels.size(), "the labels");
@@ -62,8 +61,8 @@ ConvertSummary convert_idx(const std::string& images_path, const std::string& la
   std::vector<std::string> names = options.class_names;
   if (names.empty()) names = numbered_classes(max_label + 1);
   if (max_label >= static_cast<int64_t>(names.size())) {
-    throw DataError(labels_path + ": label " + std::to_string(max_label) + " but only " +
-                    std::to_string(names.size()) + " class names");
+    HPCTRAIN_THROW(rt::DataError, labels_path + ": label " + std::to_string(max_label) +
+                                      " but only " + std::to_string(names.size()) + " class names");
   }
 
   const int64_t h = dims[1], w = dims[2];

@@ -10,14 +10,13 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/error.hpp"
 #include "convert.hpp"
 #include "convert_common.hpp"
-#include "error.hpp"
 #include "progress.hpp"
 
 namespace hpctrain::datasets {
 
-using data::DataError;
 namespace fs = std::filesystem;
 
 namespace {
@@ -42,19 +41,20 @@ ConvertSummary convert_image_folder(const std::string& root, const std::string& 
                                     int64_t size, int64_t channels, const ConvertOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   if (size < 1 || size > data::kMaxSide) {
-    throw DataError("image folder: size " + std::to_string(size) + " outside [1, " +
-                    std::to_string(data::kMaxSide) + "]");
+    HPCTRAIN_THROW(rt::DataError, "image folder: size " + std::to_string(size) + " outside [1, " +
+                                      std::to_string(data::kMaxSide) + "]");
   }
-  if (channels != 1 && channels != 3) throw DataError("image folder: channels must be 1 or 3");
+  if (channels != 1 && channels != 3)
+    HPCTRAIN_THROW(rt::DataError, "image folder: channels must be 1 or 3");
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) throw DataError(root + ": not a directory");
+  if (!fs::is_directory(root, ec)) HPCTRAIN_THROW(rt::DataError, root + ": not a directory");
 
   std::vector<std::string> classes;
   for (const auto& entry : fs::directory_iterator(root)) {
     if (entry.is_directory()) classes.push_back(entry.path().filename().string());
   }
   std::sort(classes.begin(), classes.end());
-  if (classes.empty()) throw DataError(root + ": no class subdirectories");
+  if (classes.empty()) HPCTRAIN_THROW(rt::DataError, root + ": no class subdirectories");
   std::vector<std::pair<std::string, int64_t>> files;
   for (size_t c = 0; c < classes.size(); ++c) {
     std::vector<std::string> in_class;
@@ -66,49 +66,38 @@ ConvertSummary convert_image_folder(const std::string& root, const std::string& 
     std::sort(in_class.begin(), in_class.end());
     for (auto& f : in_class) files.emplace_back(std::move(f), static_cast<int64_t>(c));
   }
-  if (files.empty()) throw DataError(root + ": no images found under the class directories");
+  if (files.empty())
+    HPCTRAIN_THROW(rt::DataError, root + ": no images found under the class directories");
 
   const auto n = static_cast<int64_t>(files.size());
   data::DatasetWriter writer(output, n, size, size, channels, classes, {options.chunk_images});
   Progress progress(options.progress, "images", n);
-  const int64_t sb = size * size * channels;
-  constexpr int64_t kBlock = 256;
-  std::vector<uint8_t> block(static_cast<size_t>(kBlock * sb));
-  std::vector<int64_t> labels, block_labels;
-  int64_t done = 0;
+  BlockWriter out(writer, size * size * channels, /*block_images=*/256, progress);
   for (const auto& [path, label] : files) {
     int w = 0, h = 0, comp = 0;
     std::unique_ptr<unsigned char, StbiFree> pixels(
         stbi_load(path.c_str(), &w, &h, &comp, static_cast<int>(channels)));
     if (!pixels) {
-      throw DataError(path + ": cannot decode image: " + stbi_failure_reason());
+      HPCTRAIN_THROW(rt::DataError, path + ": cannot decode image: " + stbi_failure_reason());
     }
     if (w < 1 || h < 1 || w > 65536 || h > 65536) {
-      throw DataError(path + ": image size " + std::to_string(w) + "x" + std::to_string(h) +
-                      " out of range");
+      HPCTRAIN_THROW(rt::DataError, path + ": image size " + std::to_string(w) + "x" +
+                                        std::to_string(h) + " out of range");
     }
     const int side = std::min(w, h);
     const int top = (h - side) / 2, left = (w - side) / 2;
     const unsigned char* crop =
         pixels.get() + (static_cast<size_t>(top) * w + left) * static_cast<size_t>(channels);
-    uint8_t* dst = block.data() + static_cast<int64_t>(block_labels.size()) * sb;
+    uint8_t* dst = out.next_slot();
     if (stbir_resize_uint8(crop, side, side, w * static_cast<int>(channels), dst,
                            static_cast<int>(size), static_cast<int>(size), 0,
                            static_cast<int>(channels)) == 0) {
-      throw DataError(path + ": resize failed");
+      HPCTRAIN_THROW(rt::DataError, path + ": resize failed");
     }
-    block_labels.push_back(label);
-    labels.push_back(label);
-    if (static_cast<int64_t>(block_labels.size()) == kBlock ||
-        static_cast<int64_t>(labels.size()) == n) {
-      writer.write(done, static_cast<int64_t>(block_labels.size()), block.data(),
-                   block_labels.data());
-      done += static_cast<int64_t>(block_labels.size());
-      block_labels.clear();
-      progress.update(done);
-    }
+    out.add(label);
   }
-  return finish_conversion(writer, output, labels, t0);
+  out.flush();
+  return finish_conversion(writer, output, out.labels(), t0);
 }
 
 }  // namespace hpctrain::datasets

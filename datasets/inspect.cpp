@@ -5,7 +5,7 @@
 
 #include "convert.hpp"
 #include "convert_common.hpp"
-#include "source.hpp"
+#include "data/source.hpp"
 
 namespace hpctrain::datasets {
 

@@ -8,8 +8,9 @@
 
 #include <iostream>
 
+#include "common/error.hpp"
+#include "common/exit_codes.hpp"
 #include "convert.hpp"
-#include "error.hpp"
 
 namespace ds = hpctrain::datasets;
 
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    return app.exit(e) == 0 ? hpctrain::kExitOk : hpctrain::kExitBadInput;
   }
   if (quiet) opts.progress = nullptr;
   if (fashion) opts.class_names = ds::fashion_mnist_classes();
@@ -71,24 +72,24 @@ int main(int argc, char** argv) {
       for (const auto& f : files) {
         try {
           ds::inspect(f, full, locking, std::cout);
-        } catch (const hpctrain::data::DataError& e) {
+        } catch (const hpctrain::rt::DataError& e) {
           std::cout << f << ": INVALID: " << e.what() << "\n";
           ++failures;
         }
       }
-      return failures == 0 ? 0 : 1;
+      return failures == 0 ? hpctrain::kExitOk : hpctrain::kExitBadInput;
     }
     ds::ConvertSummary summary;
     if (idx->parsed()) summary = ds::convert_idx(images, labels, output, opts);
     if (cifar->parsed()) summary = ds::convert_cifar10(batches, output, opts);
     if (folder->parsed()) summary = ds::convert_image_folder(root, output, size, channels, opts);
     ds::print_summary(std::cout, summary);
-    return 0;
-  } catch (const hpctrain::data::DataError& e) {
+    return hpctrain::kExitOk;
+  } catch (const hpctrain::rt::DataError& e) {
     std::cerr << "hpctrain-data: error: " << e.what() << "\n";
-    return 1;
+    return hpctrain::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "hpctrain-data: internal error: " << e.what() << "\n";
-    return 1;
+    return hpctrain::kExitFailure;
   }
 }

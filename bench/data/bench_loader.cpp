@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
-#include "error.hpp"
-#include "loader.hpp"
-#include "rng.hpp"
+#include "common/error.hpp"
+#include "data/loader.hpp"
+#include "data/rng.hpp"
 
 namespace hd = hpctrain::data;
 
@@ -197,7 +197,8 @@ int load(const std::string& path, int argc, char** argv) {
       "read_s=%.3f transform_s=%.3f workers=%lld augment=%s direct=%d cached=%d io_reads=%lld "
       "io_MB=%.1f checksum=%llu\n",
       static_cast<long long>(images), dt, images / dt, in_bytes / dt / 1e6, open_s, st.read_s,
-      st.transform_s, static_cast<long long>(cfg.workers), hd::to_string(cfg.transform.augment),
+      st.transform_s, static_cast<long long>(cfg.workers),
+      std::string(hpctrain::spec::name_of(cfg.transform.augment)).c_str(),
       src->files()[0].direct ? 1 : 0, src->files()[0].cached ? 1 : 0,
       static_cast<long long>(io.reads), static_cast<double>(io.bytes) / 1e6,
       static_cast<unsigned long long>(checksum));
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(src->info().chunk_images));
       return 0;
     }
-  } catch (const hd::DataError& e) {
+  } catch (const hpctrain::rt::DataError& e) {
     std::cerr << "bench_loader: " << e.what() << "\n";
     return 1;
   }

@@ -2,14 +2,13 @@
 // the autograd hooks during backward) against all-reduce after backward. One process per rank
 // (torchrun variables); rank 0 prints one JSON line.
 //   bench_ddp_step [--no-overlap] [--steps 20] [--bucket-mb 25] [--batch 32]
-#include <unistd.h>
-
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
 
 #include "dist/grad_sync.hpp"
+#include "dist/launch.hpp"
 #include "dist/process_group.hpp"
 
 int main(int argc, char** argv) {
@@ -23,11 +22,9 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", bucket_mb);
   app.add_option("--batch", batch);
   CLI11_PARSE(app, argc, argv);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const auto env = dist::current_environment();
-  const auto world = dist::detect_world(env, host);
-  auto group = dist::join(world, env, {});
+  const auto launch = dist::detect_launch();
+  const auto& world = launch.world;
+  auto group = dist::join(world, launch.env, {});
   auto& comm = group->communicator();
   torch::set_num_threads(1);
   torch::manual_seed(0);
@@ -47,7 +44,7 @@ int main(int argc, char** argv) {
     numel += p.value().numel();
   }
   dist::broadcast_from_rank0(comm, params);
-  dist::GradSync sync(names, params, comm, {bucket_mb, "none", !no_overlap});
+  dist::GradSync sync(names, params, comm, {bucket_mb, spec::GradCompression::kNone, !no_overlap});
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01));
   auto x = torch::randn({batch, 3, 32, 32});
   auto y = torch::randint(0, 10, {batch});

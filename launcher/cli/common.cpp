@@ -54,7 +54,7 @@ spec::Resolved load_or_exit(const SpecArgs& args, bool check_paths) {
     if (!resolved.warnings.empty()) std::cerr << spec::format_all(resolved.warnings);
     return resolved;
   } catch (const spec::SpecError& e) {
-    throw Exit(kExitSpecError, e.what());
+    throw Exit(kExitBadInput, e.what());
   }
 }
 

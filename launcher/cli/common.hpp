@@ -8,13 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::cli {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;    // Slurm or filesystem trouble
-inline constexpr int kExitSpecError = 2;  // the spec (or the command line) is wrong
 
 // Thrown by a subcommand to end with a given status after printing `what()` to stderr.
 class Exit : public std::runtime_error {

@@ -8,6 +8,7 @@
 #include "version.hpp"
 
 int main(int argc, char** argv) {
+  using namespace hpctrain;
   using namespace hpctrain::cli;
   CLI::App app{"hpctrain: train image classifiers data-parallel on Slurm"};
   app.set_version_flag("--version", std::string("hpctrain ") + hpctrain::kVersion);
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
-    return kExitSpecError;
+    return kExitBadInput;
   } catch (const Exit& e) {
     std::cerr << e.what();
     if (!std::string(e.what()).empty() && std::string(e.what()).back() != '\n') std::cerr << '\n';

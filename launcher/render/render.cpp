@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "version.hpp"
 
 namespace hpctrain::embedded {
@@ -80,7 +81,7 @@ std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tas
     o.push_back("--requeue");
     // No "B:": the signal goes to the worker ranks, which checkpoint and exit; the batch shell
     // only waits for them.
-    o.push_back("--signal=" + spec.preemption.signal + "@" +
+    o.push_back("--signal=" + std::string(spec::name_of(spec.preemption.signal)) + "@" +
                 std::to_string(spec.preemption.signal_lead_s));
   } else {
     o.push_back("--no-requeue");
@@ -138,19 +139,19 @@ std::string srun_command(const spec::Spec& spec) {
   words.push_back("--ntasks-per-node=" + std::to_string(j.tasks_per_node));
   // Since Slurm 22.05 srun does not inherit --cpus-per-task from the allocation.
   words.push_back("--cpus-per-task=" + std::to_string(j.cpus_per_task));
-  if (j.container.runtime == "pyxis") {
-    words.push_back("--container-image=" + shell_quote(j.container.image));
+  if (j.container.runtime == spec::ContainerRuntime::kPyxis) {
+    words.push_back("--container-image=" + shell_quote(j.container.image.value_or("")));
     if (!j.container.mounts.empty()) {
       std::string mounts;
       for (const auto& m : j.container.mounts) mounts += (mounts.empty() ? "" : ",") + m;
       words.push_back("--container-mounts=" + shell_quote(mounts));
     }
-  } else if (j.container.runtime == "apptainer") {
+  } else if (j.container.runtime == spec::ContainerRuntime::kApptainer) {
     words.push_back("apptainer");
     words.push_back("exec");
     if (j.gpus_per_node > 0) words.push_back("--nv");
     for (const auto& m : j.container.mounts) words.push_back("--bind " + shell_quote(m));
-    words.push_back(shell_quote(j.container.image));
+    words.push_back(shell_quote(j.container.image.value_or("")));
   }
   words.push_back("\"$hpctrain_worker\"");
   words.push_back("--spec \"$spec\"");
@@ -198,7 +199,7 @@ std::string sbatch_script(const spec::Spec& spec, size_t array_tasks) {
   return fill_template(embedded::job_sbatch_template(),
                        {{"SBATCH_LINES", sbatch_lines},
                         {"VERSION", kVersion},
-                        {"REQUEUE_STATUS", std::to_string(spec::kRequeueExitStatus)},
+                        {"REQUEUE_STATUS", std::to_string(kExitRequeue)},
                         {"RUN_DIR", shell_quote(spec.job.run_dir)},
                         {"WORKER", shell_quote(spec.job.worker)},
                         {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},

@@ -12,31 +12,14 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "common/unique_fd.hpp"
+
 namespace hpctrain::run {
 namespace {
 
 [[noreturn]] void fail_errno(const std::string& what, const fs::path& path) {
   throw RunDirError(what + " " + path.string() + ": " + std::strerror(errno));
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    const int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-
- private:
-  int fd_;
-};
 
 void write_all(int fd, const std::string& content, const fs::path& path) {
   size_t done = 0;
@@ -51,7 +34,7 @@ void write_all(int fd, const std::string& content, const fs::path& path) {
 }
 
 void fsync_dir(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) fail_errno("cannot open directory", dir);
   if (::fsync(fd.get()) != 0) fail_errno("cannot fsync directory", dir);
 }
@@ -78,7 +61,7 @@ class DirLock {
   }
 
  private:
-  Fd fd_;
+  UniqueFd fd_;
 };
 
 void make_dirs(const fs::path& dir) {
@@ -116,7 +99,7 @@ bool put_spec(const fs::path& dir, const std::string& frozen, bool force) {
 void write_file_atomic(const fs::path& path, const std::string& content) {
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   std::string tmpl = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
-  Fd fd(::mkstemp(tmpl.data()));
+  UniqueFd fd(::mkstemp(tmpl.data()));
   if (fd.get() < 0) fail_errno("cannot create a temporary file in", dir);
   try {
     write_all(fd.get(), content, tmpl);
@@ -131,7 +114,7 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
 }
 
 void append_line(const fs::path& path, const std::string& line) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) fail_errno("cannot open", path);
   write_all(fd.get(), line + "\n", path);
   if (::fsync(fd.get()) != 0) fail_errno("cannot fsync", path);

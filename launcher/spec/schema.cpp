@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "spec/choices.hpp"
+
 namespace hpctrain::spec {
 namespace {
 
@@ -13,9 +15,11 @@ Field str(std::string_view path, Presence presence, std::string_view def, Charse
           std::string_view doc) {
   return {path, Type::kString, presence, def, -kInf, kInf, {}, charset, doc};
 }
-Field choice(std::string_view path, std::string_view def, std::string_view choices,
-             std::string_view doc) {
-  return {path, Type::kString, Presence::kDefault, def, -kInf, kInf, choices, Charset::kName, doc};
+// An enumerated key: its allowed values are the enum's names (choices.hpp), listed nowhere else.
+template <typename E>
+Field choice(std::string_view path, std::string_view def, std::string_view doc) {
+  return {path, Type::kString,   Presence::kDefault, def, -kInf,
+          kInf, choices_of<E>(), Charset::kName,     doc};
 }
 Field integer(std::string_view path, Presence presence, std::string_view def, double min,
               double max, std::string_view doc) {
@@ -66,13 +70,14 @@ std::vector<Field> make_fields() {
             "Environment variables exported to every rank (names checked, values quoted)."),
       typed("job.extra_sbatch", Type::kStringList, kDef, "[]", Charset::kFree,
             "Extra #SBATCH options, each \"--option\" or \"--option=value\" (validated)."),
-      // Free here so that "" passes; load.cpp allows only [a-z0-9_]+ otherwise.
+      // Free here so that "" passes; cross_check.cpp allows only [a-z0-9_]+ otherwise.
       str("job.srun_mpi", kDef, "\"pmix\"", Charset::kFree,
           "srun --mpi plugin (pmix, pmi2, none); \"\" to leave srun's default."),
       str("job.worker", kOpt, {}, Charset::kFree,
           "hpctrain-worker executable; default: the one installed beside hpctrain."),
-      choice("job.container.runtime", "\"none\"", "none|apptainer|pyxis",
-             "Run the worker in a container: apptainer exec, or pyxis --container-image."),
+      choice<ContainerRuntime>(
+          "job.container.runtime", "\"none\"",
+          "Run the worker in a container: apptainer exec, or pyxis --container-image."),
       str("job.container.image", kOpt, {}, Charset::kFree, "Container image (file or reference)."),
       typed("job.container.mounts", Type::kStringList, kDef, "[]", Charset::kFree,
             "Bind mounts \"SRC[:DST]\" for the container."),
@@ -89,21 +94,22 @@ std::vector<Field> make_fields() {
       integer("data.synthetic_image_size", kDef, "32", 8, 1024, "Side of synthetic images."),
       integer("data.workers", kDef, "4", 0, 256, "Loader threads per rank."),
       integer("data.prefetch_batches", kDef, "4", 1, 256, "Batches prepared ahead per rank."),
-      choice("data.shard_tail", "\"drop\"", "drop|pad",
-             "Uneven tail of an epoch: drop it or pad with repeated samples."),
+      choice<TailPolicy>("data.shard_tail", "\"drop\"",
+                         "Uneven tail of an epoch: drop it or pad with repeated samples."),
       boolean("data.file_locking", "false",
               "HDF5 file locking (off: it fails on many Lustre/GPFS mounts)."),
-      choice("data.augment", "\"crop_flip\"", "none|crop_flip|random_resized_crop",
-             "Training augmentation; evaluation always uses the deterministic centre path."),
+      choice<Augment>(
+          "data.augment", "\"crop_flip\"",
+          "Training augmentation; evaluation always uses the deterministic centre path."),
       integer("data.crop_padding", kDef, "4", 0, 64, "Padding for crop_flip's random crop."),
       integer("data.image_size", kOpt, {}, 8, 1024,
               "Output side length; default: the dataset's own size."),
 
       // [model]
-      choice("model.arch", "\"resnet18\"", "resnet18|resnet34|resnet50|resnet101|resnet152|alexnet",
-             "Network architecture (torchvision's parameter names)."),
-      choice(
-          "model.stem", "\"imagenet\"", "imagenet|cifar",
+      choice<Arch>("model.arch", "\"resnet18\"",
+                   "Network architecture (torchvision's parameter names)."),
+      choice<Stem>(
+          "model.stem", "\"imagenet\"",
           "ResNet stem: 7x7/stride 2 + max-pool (imagenet) or 3x3/stride 1 (cifar, small images)."),
       integer("model.num_classes", kDef, "1000", 2, 1000000, "Number of output classes."),
       boolean("model.zero_init_residual", "false",
@@ -113,8 +119,8 @@ std::vector<Field> make_fields() {
       integer("train.epochs", kDef, "1", 1, 100000, "Passes over the training set."),
       integer("train.max_steps", kOpt, {}, 1, 1e12, "Stop after this many optimizer steps."),
       integer("train.batch_size", kDef, "32", 1, 65536, "Samples per rank per step."),
-      choice("train.precision", "\"fp32\"", "fp32|fp16|bf16",
-             "fp16 uses dynamic loss scaling; bf16 needs none."),
+      choice<Precision>("train.precision", "\"fp32\"",
+                        "fp16 uses dynamic loss scaling; bf16 needs none."),
       boolean("train.channels_last", "false", "NHWC memory format for convolutions."),
       integer("train.seed", kDef, "42", 0, 9007199254740991.0,
               "Seed for weights, shuffling, augmentation."),
@@ -125,13 +131,13 @@ std::vector<Field> make_fields() {
               "Epochs between validations; 0 = never."),
       real("train.bucket_mb", kDef, "25.0", 0.0625, 4096,
            "Gradient all-reduce bucket size in MiB (as PyTorch DDP's bucket_cap_mb)."),
-      choice("train.grad_compression", "\"none\"", "none|fp16|bf16",
-             "Compress gradients for the all-reduce."),
+      choice<GradCompression>("train.grad_compression", "\"none\"",
+                              "Compress gradients for the all-reduce."),
       integer("train.rendezvous_timeout_s", kDef, "600", 1, 86400,
               "Deadline for all ranks to join the process group."),
       integer("train.collective_timeout_s", kDef, "600", 1, 86400,
               "Deadline for any collective; a rank that misses it is reported and the job ends."),
-      choice("train.optimizer.name", "\"sgd\"", "sgd|adamw", "Optimizer."),
+      choice<Optimizer>("train.optimizer.name", "\"sgd\"", "Optimizer."),
       real("train.optimizer.lr", kDef, "0.1", 0.0, 1e6,
            "Learning rate at schedule.reference_batch (scaled when schedule.scale_lr)."),
       real("train.optimizer.momentum", kDef, "0.9", 0.0, 0.999999, "SGD momentum."),
@@ -140,8 +146,7 @@ std::vector<Field> make_fields() {
       typed("train.optimizer.betas", Type::kFloatList, kDef, "[0.9, 0.999]", Charset::kFree,
             "AdamW betas (two values in [0, 1))."),
       real("train.optimizer.eps", kDef, "1e-08", 0.0, 1.0, "AdamW epsilon."),
-      choice("train.schedule.name", "\"cosine\"", "constant|cosine|step|multistep",
-             "Learning-rate schedule after warmup."),
+      choice<Schedule>("train.schedule.name", "\"cosine\"", "Learning-rate schedule after warmup."),
       real("train.schedule.warmup_epochs", kDef, "0.0", 0.0, 1000,
            "Linear warmup length in epochs."),
       integer("train.schedule.step_size", kDef, "30", 1, 1e9, "Epochs between decays (step)."),
@@ -168,8 +173,8 @@ std::vector<Field> make_fields() {
       // [preemption]
       boolean("preemption.enabled", "true",
               "Ask Slurm for a warning signal, checkpoint on it and requeue (--requeue)."),
-      choice("preemption.signal", "\"USR2\"", "USR1|USR2|TERM|INT|HUP|URG|XCPU",
-             "Signal Slurm sends before the time limit (--signal)."),
+      choice<Signal>("preemption.signal", "\"USR2\"",
+                     "Signal Slurm sends before the time limit (--signal)."),
       integer("preemption.signal_lead_s", kDef, "300", 10, 65535,
               "Seconds before the time limit the signal arrives."),
       integer("preemption.max_restarts", kDef, "20", 0, 10000,
@@ -178,8 +183,8 @@ std::vector<Field> make_fields() {
               "Failed attempts in a row that are still requeued (counted apart from preemptions)."),
 
       // [sweep]
-      choice("sweep.mode", "\"grid\"", "grid|zip",
-             "grid: every combination of params; zip: the i-th value of each."),
+      choice<SweepMode>("sweep.mode", "\"grid\"",
+                        "grid: every combination of params; zip: the i-th value of each."),
       integer("sweep.max_parallel", kDef, "0", 0, 1000,
               "Array tasks running at once; 0 = no limit."),
       typed("sweep.params", Type::kSweepMap, kOpt, {}, Charset::kFree,

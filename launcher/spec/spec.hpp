@@ -11,20 +11,23 @@
 #include <utility>
 #include <vector>
 
+#include "spec/choices.hpp"
 #include "spec/diagnostics.hpp"
 
 namespace hpctrain::spec {
 
+// Every value below comes from the schema (defaults included): members carry no defaults of their
+// own. An absent optional key is nullopt (or an empty list for data.train/val, sweep.params).
 struct ContainerSpec {
-  std::string runtime = "none";  // none | apptainer | pyxis
-  std::string image;
+  ContainerRuntime runtime = ContainerRuntime::kNone;
+  std::optional<std::string> image;
   std::vector<std::string> mounts;
 };
 
 struct JobSpec {
   std::string name;
   std::optional<std::string> profile, account, partition, qos, mem, constraint;
-  int64_t nodes = 1, tasks_per_node = 1, gpus_per_node = 0, cpus_per_task = 1;
+  int64_t nodes = 0, tasks_per_node = 0, gpus_per_node = 0, cpus_per_task = 0;
   std::string time;          // normalised: [D-]HH:MM:SS
   int64_t time_seconds = 0;  // the same, in seconds
   bool exclusive = false;
@@ -44,27 +47,29 @@ struct DataSpec {
   bool synthetic = false;
   int64_t synthetic_samples = 0, synthetic_image_size = 0;
   int64_t workers = 0, prefetch_batches = 0;
-  std::string shard_tail, augment;
+  TailPolicy shard_tail = TailPolicy::kDrop;
+  Augment augment = Augment::kNone;
   bool file_locking = false;
   int64_t crop_padding = 0;
   std::optional<int64_t> image_size;
 };
 
 struct ModelSpec {
-  std::string arch, stem;
+  Arch arch = Arch::kResNet18;
+  Stem stem = Stem::kImageNet;
   int64_t num_classes = 0;
   bool zero_init_residual = false;
 };
 
 struct OptimizerSpec {
-  std::string name;
+  Optimizer name = Optimizer::kSgd;
   double lr = 0, momentum = 0, weight_decay = 0, eps = 0;
   bool nesterov = false;
   std::vector<double> betas;
 };
 
 struct ScheduleSpec {
-  std::string name;
+  Schedule name = Schedule::kConstant;
   double warmup_epochs = 0, gamma = 0, min_lr = 0;
   int64_t step_size = 0, reference_batch = 0;
   std::vector<int64_t> milestones;
@@ -75,14 +80,14 @@ struct TrainSpec {
   int64_t epochs = 0;
   std::optional<int64_t> max_steps;
   int64_t batch_size = 0;
-  std::string precision;
+  Precision precision = Precision::kFp32;
   bool channels_last = false;
   int64_t seed = 0;
   double label_smoothing = 0;
   std::optional<double> grad_clip_norm;
   int64_t log_every_steps = 0, eval_every_epochs = 0;
   double bucket_mb = 0;
-  std::string grad_compression;
+  GradCompression grad_compression = GradCompression::kNone;
   int64_t rendezvous_timeout_s = 0, collective_timeout_s = 0;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;
@@ -97,13 +102,13 @@ struct CheckpointSpec {
 };
 
 struct PreemptionSpec {
-  bool enabled = true;
-  std::string signal;
+  bool enabled = false;
+  Signal signal = Signal::kUsr2;
   int64_t signal_lead_s = 0, max_restarts = 0, max_consecutive_failures = 0;
 };
 
 struct SweepSpec {
-  std::string mode;
+  SweepMode mode = SweepMode::kGrid;
   int64_t max_parallel = 0;
   // Dotted key -> the TOML text of each value, in the order written.
   std::vector<std::pair<std::string, std::vector<std::string>>> params;
@@ -118,14 +123,8 @@ struct Spec {
   PreemptionSpec preemption;
   SweepSpec sweep;
 
-  // Canonical TOML text of every present key (dotted path -> literal), what freeze() writes.
-  std::map<std::string, std::string> literals;
-
   bool is_array() const { return !sweep.params.empty(); }
 };
-
-// The "requeue me" exit status of hpctrain-worker (EX_TEMPFAIL): the script requeues the job.
-inline constexpr int kRequeueExitStatus = 75;
 
 // Files larger than this are refused before parsing.
 inline constexpr std::uintmax_t kMaxSpecBytes = 1 << 20;

@@ -1,9 +1,9 @@
 #include "common/error.hpp"
 
-#include <unistd.h>
-
 #include <cstring>
 #include <string>
+
+#include "common/host.hpp"
 
 namespace hpctrain::rt {
 namespace {
@@ -11,12 +11,6 @@ namespace {
 std::string& context() {
   static std::string prefix;
   return prefix;
-}
-
-std::string local_host() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "?";
-  return name;
 }
 
 const char* base_name(const char* path) {
@@ -32,12 +26,13 @@ void set_rank_context(int rank, int world_size, const std::string& host) {
 }
 
 std::string rank_prefix() {
-  if (context().empty()) return "[" + local_host() + "] ";
+  if (context().empty()) return "[" + host_name() + "] ";
   return context();
 }
 
 Error::Error(const std::string& message, const char* file, int line)
     : std::runtime_error(rank_prefix() + base_name(file) + ":" + std::to_string(line) + ": " +
-                         message) {}
+                         message),
+      message_(message) {}
 
 }  // namespace hpctrain::rt

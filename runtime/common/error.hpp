@@ -1,6 +1,17 @@
-// The runtime's errors: one small hierarchy, each message prefixed with where it happened,
+// The runtime's errors: one small hierarchy for every library of the runtime (common, dist, data,
+// model, train, checkpoint, preempt), each message prefixed with where it happened,
 // "[rank 3/16 node017] file.cpp:42: ", as nccl-tests does, so one line of a 512-rank log is
-// enough to act on. The rank prefix comes from a process-wide context set once the rank is known.
+// enough to act on. The rank prefix comes from a process-wide context set once the rank is known
+// ("[node017] " before that). Absence is a value (std::optional), never an error.
+//
+//   Error                  anything the runtime reports (exit status 1 in the worker)
+//   ├─ EnvError            the launch environment is wrong: a variable missing, malformed or
+//   │                      inconsistent (exit status 2)
+//   ├─ PeerError           a peer is gone or never arrived (rendezvous, collectives)
+//   ├─ LibraryError        a C library (PMIx, Gloo, NCCL, CUDA, HDF5) failed; carries its text
+//   └─ DataError           the data pipeline failed
+//      └─ DatasetFormatError  an input file is missing, damaged or not in the dataset format
+//                             (exit status 2: fix or regenerate the file, a retry will not help)
 // Thread safety: set_rank_context() is called once, before other threads start; reads are safe.
 #pragma once
 
@@ -14,24 +25,42 @@ void set_rank_context(int rank, int world_size, const std::string& host);
 // "[rank r/N host] " or "[host] " before the rank is known.
 std::string rank_prefix();
 
-// Base of the runtime's errors.
 class Error : public std::runtime_error {
  public:
   Error(const std::string& message, const char* file, int line);
+  // The message without the "[rank r/N host] file:line: " prefix, for wrapping in another error.
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
 };
 
-// The job cannot go on because a peer is gone or did not arrive (rendezvous, collectives).
+class EnvError : public Error {
+ public:
+  using Error::Error;
+};
+
 class PeerError : public Error {
  public:
   using Error::Error;
 };
 
-// A C library (PMIx, Gloo, NCCL, CUDA, HDF5) reported an error; the message carries its text.
 class LibraryError : public Error {
  public:
   using Error::Error;
 };
 
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+class DatasetFormatError : public DataError {
+ public:
+  using DataError::DataError;
+};
+
 }  // namespace hpctrain::rt
 
+// Throws Type (an rt::Error) with the message and the throwing file and line.
 #define HPCTRAIN_THROW(Type, message) throw Type((message), __FILE__, __LINE__)

@@ -1,34 +1,14 @@
-#include "augment.hpp"
+#include "data/augment.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "error.hpp"
-#include "rng.hpp"
+#include "common/error.hpp"
+#include "data/rng.hpp"
 
 namespace hpctrain::data {
-
-const char* to_string(Augment a) {
-  switch (a) {
-    case Augment::kNone:
-      return "none";
-    case Augment::kCropFlip:
-      return "crop_flip";
-    case Augment::kRandomResizedCrop:
-      return "random_resized_crop";
-  }
-  return "?";
-}
-
-Augment parse_augment(const std::string& name) {
-  for (Augment a : {Augment::kNone, Augment::kCropFlip, Augment::kRandomResizedCrop}) {
-    if (name == to_string(a)) return a;
-  }
-  throw DataError("unknown augmentation '" + name +
-                  "' (expected none, crop_flip or random_resized_crop)");
-}
 
 namespace {
 
@@ -135,28 +115,30 @@ Transform::Transform(const TransformConfig& config, const DatasetInfo& info)
       out_w_(config.image_size > 0 ? config.image_size : info.width) {
   if (h_ < 1 || w_ < 1 || c_ < 1 || static_cast<int64_t>(info.mean.size()) != c_ ||
       static_cast<int64_t>(info.std.size()) != c_) {
-    throw DataError("transform: dataset summary is incomplete");
+    HPCTRAIN_THROW(rt::DataError, "transform: dataset summary is incomplete");
   }
   if (config.image_size < 0 || config.image_size > kMaxSide) {
-    throw DataError("transform: image_size " + std::to_string(config.image_size) + " outside [0, " +
-                    std::to_string(kMaxSide) + "]");
+    HPCTRAIN_THROW(rt::DataError, "transform: image_size " + std::to_string(config.image_size) +
+                                      " outside [0, " + std::to_string(kMaxSide) + "]");
   }
   if (config.crop_padding < 0 || config.crop_padding > 1024) {
-    throw DataError("transform: crop_padding " + std::to_string(config.crop_padding) +
-                    " outside [0, 1024]");
+    HPCTRAIN_THROW(rt::DataError, "transform: crop_padding " + std::to_string(config.crop_padding) +
+                                      " outside [0, 1024]");
   }
   if (config.train && config.augment == Augment::kCropFlip &&
       (out_h_ > h_ + 2 * config.crop_padding || out_w_ > w_ + 2 * config.crop_padding)) {
-    throw DataError(
-        "transform: crop_flip cannot cut " + std::to_string(out_h_) + "x" + std::to_string(out_w_) +
-        " from " + std::to_string(h_) + "x" + std::to_string(w_) + " images padded by " +
-        std::to_string(config.crop_padding) + "; use random_resized_crop or a smaller image_size");
+    HPCTRAIN_THROW(rt::DataError, "transform: crop_flip cannot cut " + std::to_string(out_h_) +
+                                      "x" + std::to_string(out_w_) + " from " + std::to_string(h_) +
+                                      "x" + std::to_string(w_) + " images padded by " +
+                                      std::to_string(config.crop_padding) +
+                                      "; use random_resized_crop or a smaller image_size");
   }
   if (!(config.min_scale > 0 && config.min_scale <= config.max_scale && config.max_scale <= 1 &&
         config.min_ratio > 0 && config.min_ratio <= config.max_ratio &&
         config.flip_probability >= 0 && config.flip_probability <= 1 &&
         config.center_crop_fraction > 0 && config.center_crop_fraction <= 1)) {
-    throw DataError("transform: scale, ratio, flip or crop fraction outside their ranges");
+    HPCTRAIN_THROW(rt::DataError,
+                   "transform: scale, ratio, flip or crop fraction outside their ranges");
   }
   for (int64_t ch = 0; ch < c_; ++ch) {
     scale_.push_back(static_cast<float>(1.0 / (255.0 * info.std[ch])));

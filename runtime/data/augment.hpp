@@ -14,18 +14,20 @@
 #include <type_traits>
 #include <vector>
 
-#include "format.hpp"
+#include "data/format.hpp"
+#include "spec/choices.hpp"
 
 namespace hpctrain::data {
 
-enum class Augment { kNone, kCropFlip, kRandomResizedCrop };
+// The spec's enumeration ([data] augment; spec/choices.hpp holds the names).
+using Augment = spec::Augment;
 enum class Layout { kNCHW, kNHWC };
 enum class OutputType { kFloat32, kUint8 };
 
 struct TransformConfig {
   Augment augment = Augment::kNone;
   bool train = true;         // false: the evaluation path, whatever `augment` says
-  int64_t crop_padding = 4;  // kCropFlip
+  int64_t crop_padding = 0;  // kCropFlip
   int64_t image_size = 0;    // output side; 0: the dataset's own height x width
   Layout layout = Layout::kNCHW;
   OutputType output = OutputType::kFloat32;
@@ -38,13 +40,9 @@ struct TransformConfig {
   double center_crop_fraction = 0.875;
 };
 
-const char* to_string(Augment a);
-// "none" | "crop_flip" | "random_resized_crop" ([data] augment); throws DataError otherwise.
-Augment parse_augment(const std::string& name);
-
 class Transform {
  public:
-  // Throws DataError when the config cannot apply to images of `info`'s shape.
+  // Throws rt::DataError when the config cannot apply to images of `info`'s shape.
   Transform(const TransformConfig& config, const DatasetInfo& info);
 
   int64_t out_height() const { return out_h_; }

@@ -1,12 +1,12 @@
-#include "format.hpp"
+#include "data/format.hpp"
 
 #include <hdf5.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "error.hpp"
-#include "h5.hpp"
+#include "common/error.hpp"
+#include "data/h5.hpp"
 
 namespace hpctrain::data {
 
@@ -73,10 +73,11 @@ DatasetWriter::DatasetWriter(const std::string& path, int64_t num_samples, int64
   if (num_samples < 1 || num_samples > kMaxSamples || height < 1 || height > kMaxSide ||
       width < 1 || width > kMaxSide || channels < 1 || channels > kMaxChannels ||
       s.class_names.empty() || static_cast<int64_t>(s.class_names.size()) > kMaxClasses) {
-    throw DataError(path + ": cannot write a dataset of " + std::to_string(num_samples) + " x " +
-                    std::to_string(height) + " x " + std::to_string(width) + " x " +
-                    std::to_string(channels) + " with " + std::to_string(s.class_names.size()) +
-                    " classes (outside the format's limits)");
+    HPCTRAIN_THROW(rt::DataError,
+                   path + ": cannot write a dataset of " + std::to_string(num_samples) + " x " +
+                       std::to_string(height) + " x " + std::to_string(width) + " x " +
+                       std::to_string(channels) + " with " + std::to_string(s.class_names.size()) +
+                       " classes (outside the format's limits)");
   }
   const int64_t sample_bytes = height * width * channels;
   s.chunk = std::min(num_samples, options.chunk_images > 0 ? options.chunk_images
@@ -125,18 +126,19 @@ void DatasetWriter::write(int64_t first, int64_t count, const uint8_t* images,
                           const int64_t* labels) {
   State& s = *state_;
   h5::quiet();
-  if (s.finished) throw DataError(s.path + ": write after finish");
+  if (s.finished) HPCTRAIN_THROW(rt::DataError, s.path + ": write after finish");
   if (first < 0 || count < 0 || first + count > s.n) {
-    throw DataError(s.path + ": write of [" + std::to_string(first) + ", " +
-                    std::to_string(first + count) + ") outside [0, " + std::to_string(s.n) + ")");
+    HPCTRAIN_THROW(rt::DataError, s.path + ": write of [" + std::to_string(first) + ", " +
+                                      std::to_string(first + count) + ") outside [0, " +
+                                      std::to_string(s.n) + ")");
   }
   if (count == 0) return;
   const auto num_classes = static_cast<int64_t>(s.class_names.size());
   for (int64_t i = 0; i < count; ++i) {
     if (labels[i] < 0 || labels[i] >= num_classes) {
-      throw DataError(s.path + ": label " + std::to_string(labels[i]) + " of sample " +
-                      std::to_string(first + i) + " outside [0, " + std::to_string(num_classes) +
-                      ")");
+      HPCTRAIN_THROW(rt::DataError, s.path + ": label " + std::to_string(labels[i]) +
+                                        " of sample " + std::to_string(first + i) +
+                                        " outside [0, " + std::to_string(num_classes) + ")");
     }
   }
   const int64_t pixels = count * s.h * s.w;
@@ -147,27 +149,10 @@ void DatasetWriter::write(int64_t first, int64_t count, const uint8_t* images,
       s.sum_sq[ch] += v * v;
     }
   }
-  const hsize_t start[4] = {static_cast<hsize_t>(first), 0, 0, 0};
-  const hsize_t extent[4] = {static_cast<hsize_t>(count), static_cast<hsize_t>(s.h),
-                             static_cast<hsize_t>(s.w), static_cast<hsize_t>(s.c)};
-  {
-    h5::Hid fspace = h5::check(H5Dget_space(s.images.get()), H5Sclose, s.path);
-    h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr),
-              s.path);
-    h5::Hid mspace = h5::check(H5Screate_simple(4, extent, nullptr), H5Sclose, s.path);
-    h5::check(
-        H5Dwrite(s.images.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, images),
-        s.path + ": cannot write /images");
-  }
-  {
-    h5::Hid fspace = h5::check(H5Dget_space(s.labels.get()), H5Sclose, s.path);
-    h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr),
-              s.path);
-    h5::Hid mspace = h5::check(H5Screate_simple(1, extent, nullptr), H5Sclose, s.path);
-    h5::check(
-        H5Dwrite(s.labels.get(), H5T_NATIVE_INT64, mspace.get(), fspace.get(), H5P_DEFAULT, labels),
-        s.path + ": cannot write /labels");
-  }
+  h5::write_rows(s.images.get(), H5T_NATIVE_UINT8, first, count, images,
+                 s.path + ": cannot write /images");
+  h5::write_rows(s.labels.get(), H5T_NATIVE_INT64, first, count, labels,
+                 s.path + ": cannot write /labels");
   s.written += count;
 }
 
@@ -175,8 +160,8 @@ DatasetInfo DatasetWriter::finish() {
   State& s = *state_;
   h5::quiet();
   if (s.written != s.n) {
-    throw DataError(s.path + ": finish after writing " + std::to_string(s.written) + " of " +
-                    std::to_string(s.n) + " samples");
+    HPCTRAIN_THROW(rt::DataError, s.path + ": finish after writing " + std::to_string(s.written) +
+                                      " of " + std::to_string(s.n) + " samples");
   }
   DatasetInfo info;
   info.num_samples = s.n;

@@ -8,6 +8,7 @@
 
 #include <hdf5.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -53,9 +54,16 @@ class Hid {
   Closer closer_ = nullptr;
 };
 
-// Throws DatasetFormatError("<what>: <hdf5 error text>") when id < 0; otherwise owns it.
+// Throws rt::DatasetFormatError("<what>: <hdf5 error text>") when id < 0; otherwise owns it.
 Hid check(hid_t id, Hid::Closer closer, const std::string& what);
-// Throws DatasetFormatError when status < 0.
+// Throws rt::DatasetFormatError when status < 0.
 void check(herr_t status, const std::string& what);
+
+// Rows [first, first + count) of `dataset` (all of every other dimension) to or from the
+// contiguous buffer of memory type `type`. Throws rt::DatasetFormatError "<what>: <hdf5 error>".
+void read_rows(hid_t dataset, hid_t type, int64_t first, int64_t count, void* dst,
+               const std::string& what);
+void write_rows(hid_t dataset, hid_t type, int64_t first, int64_t count, const void* src,
+                const std::string& what);
 
 }  // namespace hpctrain::data::h5

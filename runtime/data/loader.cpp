@@ -1,4 +1,4 @@
-#include "loader.hpp"
+#include "data/loader.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "error.hpp"
+#include "common/error.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::data {
 
@@ -45,7 +46,8 @@ class BufferPool {
     }
     void* p = allocator_.allocate(bytes_);
     if (p == nullptr) {
-      throw DataError("batch buffer allocation of " + std::to_string(bytes_) + " bytes failed");
+      HPCTRAIN_THROW(rt::DataError,
+                     "batch buffer allocation of " + std::to_string(bytes_) + " bytes failed");
     }
     return p;
   }
@@ -90,15 +92,14 @@ Batch::~Batch() {
 }
 
 void LoaderConfig::validate() const {
-  auto bad = [](const std::string& what) { throw DataError("data loader: " + what); };
+  auto bad = [](const std::string& what) { HPCTRAIN_THROW(rt::DataError, "data loader: " + what); };
   if (batch_size < 1) bad("batch_size must be >= 1, got " + std::to_string(batch_size));
-  if (workers < 0 || workers > 256)
-    bad("workers must be in [0, 256], got " + std::to_string(workers));
-  if (prefetch_batches < 1 || prefetch_batches > 256) {
-    bad("prefetch_batches must be in [1, 256], got " + std::to_string(prefetch_batches));
+  if (workers < 0) bad("workers must be >= 0, got " + std::to_string(workers));
+  if (prefetch_batches < 1) {
+    bad("prefetch_batches must be >= 1, got " + std::to_string(prefetch_batches));
   }
-  if (readahead_batches < 0 || readahead_batches > 256) {
-    bad("readahead_batches must be in [0, 256], got " + std::to_string(readahead_batches));
+  if (readahead_batches < 0) {
+    bad("readahead_batches must be >= 0, got " + std::to_string(readahead_batches));
   }
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     bad("rank " + std::to_string(rank) + " outside world size " + std::to_string(world_size));
@@ -106,6 +107,25 @@ void LoaderConfig::validate() const {
   if (static_cast<bool>(allocator.allocate) != static_cast<bool>(allocator.deallocate)) {
     bad("allocator needs both allocate and deallocate");
   }
+}
+
+LoaderConfig loader_config_from_spec(const spec::Spec& spec, bool train, int64_t rank,
+                                     int64_t world_size) {
+  LoaderConfig c;
+  c.batch_size = spec.train.batch_size;
+  c.workers = spec.data.workers;
+  c.prefetch_batches = spec.data.prefetch_batches;
+  c.seed = static_cast<uint64_t>(spec.train.seed);
+  c.shuffle = train;
+  c.tail = train ? spec.data.shard_tail : TailPolicy::kPad;
+  c.rank = rank;
+  c.world_size = world_size;
+  c.transform.augment = spec.data.augment;
+  c.transform.train = train;
+  c.transform.crop_padding = spec.data.crop_padding;
+  c.transform.image_size = spec.data.image_size.value_or(0);
+  c.transform.layout = spec.train.channels_last ? Layout::kNHWC : Layout::kNCHW;
+  return c;
 }
 
 namespace {

@@ -26,9 +26,13 @@
 #include <utility>
 #include <vector>
 
-#include "augment.hpp"
-#include "sampler.hpp"
-#include "source.hpp"
+#include "data/augment.hpp"
+#include "data/sampler.hpp"
+#include "data/source.hpp"
+
+namespace hpctrain::spec {
+struct Spec;
+}
 
 namespace hpctrain::data {
 
@@ -40,10 +44,12 @@ struct BufferAllocator {
 };
 BufferAllocator default_allocator();
 
+// Set from the job spec by loader_config_from_spec(); the fields without a spec key keep the
+// library's settings below.
 struct LoaderConfig {
-  int64_t batch_size = 32;       // per rank
-  int64_t workers = 4;           // background threads; 0 reads on the caller's thread
-  int64_t prefetch_batches = 4;  // batches prepared ahead of the consumer
+  int64_t batch_size = 0;        // per rank, >= 1
+  int64_t workers = 0;           // background threads; 0 reads on the caller's thread
+  int64_t prefetch_batches = 0;  // batches prepared ahead of the consumer, >= 1
   uint64_t seed = 0;
   bool shuffle = true;
   TailPolicy tail = TailPolicy::kDrop;
@@ -58,9 +64,16 @@ struct LoaderConfig {
   TransformConfig transform;
   BufferAllocator allocator;  // empty: default_allocator()
 
-  // Throws DataError naming the first invalid field.
+  // Checks the invariants the loader relies on (not the spec's ranges, which the schema holds);
+  // throws rt::DataError naming the first invalid field.
   void validate() const;
 };
+
+// The loader of this rank for the training set (train = true: shuffled, augmented, the spec's
+// tail policy) or the validation set (in order, the evaluation transform, padded so every sample
+// is seen once: the evaluator discards the padding, see Loader::is_padding).
+LoaderConfig loader_config_from_spec(const spec::Spec& spec, bool train, int64_t rank,
+                                     int64_t world_size);
 
 class BufferPool;
 

@@ -1,19 +1,13 @@
-#include "sampler.hpp"
+#include "data/sampler.hpp"
 
 #include <numeric>
 #include <string>
 #include <utility>
 
-#include "error.hpp"
-#include "rng.hpp"
+#include "common/error.hpp"
+#include "data/rng.hpp"
 
 namespace hpctrain::data {
-
-TailPolicy parse_tail_policy(const std::string& name) {
-  if (name == "drop") return TailPolicy::kDrop;
-  if (name == "pad") return TailPolicy::kPad;
-  throw DataError("unknown shard_tail '" + name + "' (expected drop or pad)");
-}
 
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle) {
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -31,9 +25,11 @@ ShardPlan plan_shard(int64_t num_samples, uint64_t seed, int64_t epoch, bool shu
                      TailPolicy tail, int64_t world_size, int64_t rank, int64_t consumed) {
   if (num_samples < 1 || world_size < 1 || rank < 0 || rank >= world_size || consumed < 0 ||
       epoch < 0) {
-    throw DataError("invalid shard request: num_samples=" + std::to_string(num_samples) +
-                    " world_size=" + std::to_string(world_size) + " rank=" + std::to_string(rank) +
-                    " consumed=" + std::to_string(consumed) + " epoch=" + std::to_string(epoch));
+    HPCTRAIN_THROW(rt::DataError,
+                   "invalid shard request: num_samples=" + std::to_string(num_samples) +
+                       " world_size=" + std::to_string(world_size) +
+                       " rank=" + std::to_string(rank) + " consumed=" + std::to_string(consumed) +
+                       " epoch=" + std::to_string(epoch));
   }
   ShardPlan plan;
   plan.consumed_begin = consumed;

@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "spec/choices.hpp"
+
 namespace hpctrain::data {
 
-enum class TailPolicy { kDrop, kPad };
-// "drop" | "pad" ([data] shard_tail); throws DataError otherwise.
-TailPolicy parse_tail_policy(const std::string& name);
+// The spec's enumeration ([data] shard_tail; spec/choices.hpp holds the names).
+using TailPolicy = spec::TailPolicy;
 
 // The order of [0, n) in `epoch`.
 std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch, bool shuffle);
@@ -32,7 +33,7 @@ struct ShardPlan {
 };
 
 // The samples `rank` of `world_size` reads from position `consumed` to the end of the epoch.
-// Throws DataError on invalid arguments (consumed < 0, rank outside [0, world_size), ...).
+// Throws rt::DataError on invalid arguments (consumed < 0, rank outside [0, world_size), ...).
 ShardPlan plan_shard(int64_t num_samples, uint64_t seed, int64_t epoch, bool shuffle,
                      TailPolicy tail, int64_t world_size, int64_t rank, int64_t consumed);
 

@@ -1,4 +1,4 @@
-#include "source.hpp"
+#include "data/source.hpp"
 
 #include <fcntl.h>
 #include <glob.h>
@@ -15,8 +15,9 @@
 #include <cstring>
 #include <set>
 
-#include "error.hpp"
-#include "h5.hpp"
+#include "common/error.hpp"
+#include "data/h5.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::data {
 
@@ -27,7 +28,7 @@ bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std
 std::string errno_text(int err) { return std::strerror(err); }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw DatasetFormatError(path + ": " + what);
+  HPCTRAIN_THROW(rt::DatasetFormatError, path + ": " + what);
 }
 
 // Attributes --------------------------------------------------------------------------------
@@ -210,6 +211,12 @@ struct ImageSource::Handle {
   }
 };
 
+SourceOptions source_options_from_spec(const spec::Spec& spec) {
+  SourceOptions o;
+  o.file_locking = spec.data.file_locking;
+  return o;
+}
+
 std::vector<std::string> expand_paths(const std::vector<std::string>& paths_or_globs) {
   std::vector<std::string> out;
   for (const auto& p : paths_or_globs) {
@@ -221,21 +228,21 @@ std::vector<std::string> expand_paths(const std::vector<std::string>& paths_or_g
     const int rc = ::glob(p.c_str(), GLOB_ERR, nullptr, &g);
     if (rc == GLOB_NOMATCH) {
       globfree(&g);
-      throw DataError("dataset pattern '" + p + "' matches no files");
+      HPCTRAIN_THROW(rt::DataError, "dataset pattern '" + p + "' matches no files");
     }
     if (rc != 0) {
       globfree(&g);
-      throw DataError("dataset pattern '" + p + "': cannot list the directory");
+      HPCTRAIN_THROW(rt::DataError, "dataset pattern '" + p + "': cannot list the directory");
     }
     std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
     std::sort(matches.begin(), matches.end());
     out.insert(out.end(), matches.begin(), matches.end());
   }
-  if (out.empty()) throw DataError("no dataset files given");
+  if (out.empty()) HPCTRAIN_THROW(rt::DataError, "no dataset files given");
   std::set<std::string> seen;
   for (const auto& p : out) {
-    if (!seen.insert(p).second) throw DataError(p + ": dataset file named twice");
+    if (!seen.insert(p).second) HPCTRAIN_THROW(rt::DataError, p + ": dataset file named twice");
   }
   return out;
 }
@@ -255,10 +262,11 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     h.path = path;
     h.io_reads = &src->io_reads_;
     h.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (h.fd < 0) throw DataError(path + ": cannot open dataset file: " + errno_text(errno));
+    if (h.fd < 0)
+      HPCTRAIN_THROW(rt::DataError, path + ": cannot open dataset file: " + errno_text(errno));
     struct stat st {};
     if (::fstat(h.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      throw DataError(path + ": not a regular file");
+      HPCTRAIN_THROW(rt::DataError, path + ": not a regular file");
     }
     const auto file_size = static_cast<uint64_t>(st.st_size);
 
@@ -524,9 +532,9 @@ ImageSource::~ImageSource() = default;
 
 void ImageSource::read(int64_t first, int64_t count, uint8_t* dst) const {
   if (first < 0 || count < 0 || first + count > size()) {
-    throw DataError("read of samples [" + std::to_string(first) + ", " +
-                    std::to_string(first + count) + ") outside the dataset of " +
-                    std::to_string(size()));
+    HPCTRAIN_THROW(rt::DataError, "read of samples [" + std::to_string(first) + ", " +
+                                      std::to_string(first + count) + ") outside the dataset of " +
+                                      std::to_string(size()));
   }
   size_t fi = file_of(first);
   while (count > 0) {
@@ -605,16 +613,8 @@ void ImageSource::read_file(size_t file, int64_t local_first, int64_t count, uin
     return;
   }
   h5::quiet();
-  const DatasetInfo& in = info_;
-  const hsize_t start[4] = {static_cast<hsize_t>(local_first), 0, 0, 0};
-  const hsize_t extent[4] = {static_cast<hsize_t>(count), static_cast<hsize_t>(in.height),
-                             static_cast<hsize_t>(in.width), static_cast<hsize_t>(in.channels)};
-  h5::Hid fspace = h5::check(H5Dget_space(h.images.get()), H5Sclose, h.path);
-  h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr),
-            h.path);
-  h5::Hid mspace = h5::check(H5Screate_simple(4, extent, nullptr), H5Sclose, h.path);
-  h5::check(H5Dread(h.images.get(), H5T_NATIVE_UINT8, mspace.get(), fspace.get(), H5P_DEFAULT, dst),
-            h.path + ": cannot read dataset /images");
+  h5::read_rows(h.images.get(), H5T_NATIVE_UINT8, local_first, count, dst,
+                h.path + ": cannot read dataset /images");
 }
 
 IoCounters ImageSource::io_counters() const {
@@ -628,8 +628,8 @@ void ImageSource::plan_pieces(const int64_t* samples, int64_t n, std::vector<Pie
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = samples[i];
     if (s < 0 || s >= size()) {
-      throw DataError("read of sample " + std::to_string(s) + " outside the dataset of " +
-                      std::to_string(size()));
+      HPCTRAIN_THROW(rt::DataError, "read of sample " + std::to_string(s) +
+                                        " outside the dataset of " + std::to_string(size()));
     }
     const size_t fi = file_of(s);
     const Handle& h = *handles_[fi];

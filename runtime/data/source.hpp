@@ -21,7 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "format.hpp"
+#include "data/format.hpp"
+
+namespace hpctrain::spec {
+struct Spec;
+}
 
 namespace hpctrain::data {
 
@@ -57,6 +61,9 @@ struct SourceFile {
   bool direct = false;           // pixels read with pread(2)
   bool cached = false;           // pixels held in memory since open
 };
+
+// [data] file_locking; the rest are the library's settings.
+SourceOptions source_options_from_spec(const spec::Spec& spec);
 
 // Expands globs (sorted) and literal paths; a glob that matches nothing, a missing literal path,
 // or a file named twice is an error.

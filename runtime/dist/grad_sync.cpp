@@ -8,21 +8,38 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::dist {
 namespace {
 
-at::ScalarType wire_type(const std::string& compression, at::ScalarType param_type) {
-  if (compression == "fp16") return at::kHalf;
-  if (compression == "bf16") return at::kBFloat16;
+at::ScalarType wire_type(spec::GradCompression compression, at::ScalarType param_type) {
+  switch (compression) {
+    case spec::GradCompression::kFp16:
+      return at::kHalf;
+    case spec::GradCompression::kBf16:
+      return at::kBFloat16;
+    case spec::GradCompression::kNone:
+      break;
+  }
   return param_type;
 }
 
 }  // namespace
 
+GradSyncOptions grad_sync_options_from_spec(const spec::Spec& spec) {
+  GradSyncOptions o;
+  o.bucket_mb = spec.train.bucket_mb;
+  o.compression = spec.train.grad_compression;
+  return o;
+}
+
 GradSync::GradSync(std::vector<std::string> names, std::vector<at::Tensor> params,
                    Communicator& comm, GradSyncOptions options)
     : names_(std::move(names)), params_(std::move(params)), comm_(comm), options_(options) {
+  if (!(options_.bucket_mb > 0)) {
+    HPCTRAIN_THROW(rt::Error, "GradSync: bucket_mb must be > 0");
+  }
   if (names_.size() != params_.size()) {
     HPCTRAIN_THROW(rt::Error, "GradSync: " + std::to_string(names_.size()) + " names for " +
                                   std::to_string(params_.size()) + " parameters");

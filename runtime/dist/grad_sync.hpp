@@ -18,14 +18,21 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "spec/choices.hpp"
+
+namespace hpctrain::spec {
+struct Spec;
+}
 
 namespace hpctrain::dist {
 
 struct GradSyncOptions {
-  double bucket_mb = 25.0;
-  std::string compression = "none";  // none | fp16 | bf16
+  double bucket_mb = 0;  // > 0
+  spec::GradCompression compression = spec::GradCompression::kNone;
   bool overlap = true;  // false: all-reduce every bucket after backward (for comparison)
 };
+// [train] bucket_mb and grad_compression.
+GradSyncOptions grad_sync_options_from_spec(const spec::Spec& spec);
 
 class GradSync {
  public:

@@ -54,7 +54,7 @@ class Expander {
 
  private:
   [[noreturn]] void fail(const std::string& problem) const {
-    throw HostlistError("invalid hostlist '" + expression_ + "': " + problem);
+    HPCTRAIN_THROW(HostlistError, "invalid hostlist '" + expression_ + "': " + problem);
   }
 
   // Slurm's tokenizer: a separator inside a [...] pair does not end the token.

@@ -3,15 +3,17 @@
 // Thread safety: pure functions.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace hpctrain::dist {
 
-class HostlistError : public std::runtime_error {
+// A malformed hostlist; a launch-environment error, since hostlists come from Slurm's variables.
+class HostlistError : public rt::EnvError {
  public:
-  using std::runtime_error::runtime_error;
+  using rt::EnvError::EnvError;
 };
 
 // Expands a hostlist expression. Throws HostlistError (naming the expression and the problem) on

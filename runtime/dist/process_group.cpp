@@ -19,6 +19,7 @@
 #include "dist/nccl_backend.hpp"
 #endif
 #include "dist/ports.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -153,10 +154,10 @@ class C10dGroup : public ProcessGroup, public Communicator {
     if (server) {
       try {
         std::tie(listen_fd, port_) = bind_listen_socket(plan_.port);
-      } catch (const std::system_error& e) {
+      } catch (const rt::Error& e) {
         HPCTRAIN_THROW(rt::PeerError, std::string("rank 0 cannot listen for the rendezvous on ") +
                                           world_.hostname + ":" + std::to_string(plan_.port) +
-                                          " (" + plan_.port_source + "): " + e.what() +
+                                          " (" + plan_.port_source + "): " + e.message() +
                                           "; set MASTER_PORT to a free port");
       }
     }
@@ -418,6 +419,13 @@ RendezvousPlan plan_rendezvous(const WorldInfo& world, const EnvMap& env) {
   }
   HPCTRAIN_THROW(rt::Error, std::string("no way to rendezvous for ") + to_string(world.source) +
                                 " ranks: set MASTER_ADDR and MASTER_PORT, or launch with PMIx");
+}
+
+JoinOptions join_options_from_spec(const spec::Spec& spec) {
+  JoinOptions o;
+  o.rendezvous_timeout = std::chrono::seconds(spec.train.rendezvous_timeout_s);
+  o.collective_timeout = std::chrono::seconds(spec.train.collective_timeout_s);
+  return o;
 }
 
 std::unique_ptr<ProcessGroup> join(const WorldInfo& world, const EnvMap& env,

@@ -12,6 +12,10 @@
 #include "dist/communicator.hpp"
 #include "dist/world.hpp"
 
+namespace hpctrain::spec {
+struct Spec;
+}
+
 namespace hpctrain::dist {
 
 struct JoinOptions {
@@ -20,6 +24,9 @@ struct JoinOptions {
   std::string backend = "gloo";  // gloo | nccl
   int cuda_device = -1;          // for nccl
 };
+// [train] rendezvous_timeout_s and collective_timeout_s; the backend and device are the worker's
+// choice (gloo on CPU, nccl on a GPU).
+JoinOptions join_options_from_spec(const spec::Spec& spec);
 
 // How the ranks find each other, decided from the environment without joining anything.
 struct RendezvousPlan {

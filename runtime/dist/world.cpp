@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "dist/hostlist.hpp"
 
 extern char** environ;  // POSIX: the process environment
@@ -36,12 +37,12 @@ int64_t parse_integer(const std::string& name, const std::string& value, int64_t
   const bool digits_only = !value.empty() && value.size() <= 18 &&
                            value.find_first_not_of("0123456789") == std::string::npos;
   if (!digits_only) {
-    throw EnvError(quoted(name, value) + " is not a non-negative integer");
+    HPCTRAIN_THROW(rt::EnvError, quoted(name, value) + " is not a non-negative integer");
   }
   const int64_t number = std::stoll(value);
   if (number < lo || number > hi) {
-    throw EnvError(quoted(name, value) + " is out of range [" + std::to_string(lo) + ", " +
-                   std::to_string(hi) + "]");
+    HPCTRAIN_THROW(rt::EnvError, quoted(name, value) + " is out of range [" + std::to_string(lo) +
+                                     ", " + std::to_string(hi) + "]");
   }
   return number;
 }
@@ -56,7 +57,8 @@ std::optional<int> optional_int(const EnvMap& env, const std::string& name, int 
 int required_int(const EnvMap& env, const std::string& name, const std::string& launcher,
                  int lo = 0, int hi = INT_MAX) {
   const std::optional<int> value = optional_int(env, name, lo, hi);
-  if (!value) throw EnvError(name + " is not set (" + launcher + " sets it for every process)");
+  if (!value)
+    HPCTRAIN_THROW(rt::EnvError, name + " is not set (" + launcher + " sets it for every process)");
   return *value;
 }
 
@@ -73,12 +75,12 @@ std::vector<int> parse_tasks_per_node(const std::string& name, const std::string
     int64_t repeat = 1;
     if (paren != std::string::npos) {
       if (item.size() < paren + 4 || item.compare(paren, 2, "(x") != 0 || item.back() != ')') {
-        throw EnvError(bad);
+        HPCTRAIN_THROW(rt::EnvError, bad);
       }
       repeat = parse_integer(name, item.substr(paren + 2, item.size() - paren - 3), 1, INT_MAX);
     }
     const int64_t count = parse_integer(name, count_text, 1, INT_MAX);
-    if (static_cast<int64_t>(counts.size()) + repeat > INT_MAX) throw EnvError(bad);
+    if (static_cast<int64_t>(counts.size()) + repeat > INT_MAX) HPCTRAIN_THROW(rt::EnvError, bad);
     counts.insert(counts.end(), static_cast<size_t>(repeat), static_cast<int>(count));
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -119,7 +121,7 @@ void check_job_facts(const EnvMap& env, WorldInfo& world) {
 
 void read_rendezvous_hints(const EnvMap& env, WorldInfo& world) {
   if (const OptString addr = lookup(env, "MASTER_ADDR")) {
-    if (addr->empty()) throw EnvError("MASTER_ADDR is set but empty");
+    if (addr->empty()) HPCTRAIN_THROW(rt::EnvError, "MASTER_ADDR is set but empty");
     world.master_addr = *addr;
   }
   world.master_port = optional_int(env, "MASTER_PORT", 1, 65535);
@@ -151,19 +153,21 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
   const std::optional<int> step_tasks = optional_int(env, "SLURM_STEP_NUM_TASKS", 1);
   const std::optional<int> ntasks = optional_int(env, "SLURM_NTASKS", 1);
   if (!step_tasks && !ntasks) {
-    throw EnvError("neither SLURM_NTASKS nor SLURM_STEP_NUM_TASKS is set inside an srun step");
+    HPCTRAIN_THROW(rt::EnvError,
+                   "neither SLURM_NTASKS nor SLURM_STEP_NUM_TASKS is set inside an srun step");
   }
   if (step_tasks && ntasks && *step_tasks != *ntasks) {
-    throw EnvError("SLURM_NTASKS=" + std::to_string(*ntasks) + " disagrees with " +
-                   "SLURM_STEP_NUM_TASKS=" + std::to_string(*step_tasks));
+    HPCTRAIN_THROW(rt::EnvError, "SLURM_NTASKS=" + std::to_string(*ntasks) + " disagrees with " +
+                                     "SLURM_STEP_NUM_TASKS=" + std::to_string(*step_tasks));
   }
   step.view.size_var = step_tasks ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
   step.view.size = step_tasks ? *step_tasks : *ntasks;
   step.view.rank_var = "SLURM_PROCID";
   step.view.rank = required_int(env, "SLURM_PROCID", launcher);
   if (step.view.rank >= step.view.size) {
-    throw EnvError("SLURM_PROCID=" + std::to_string(step.view.rank) + " is not below " +
-                   step.view.size_var + "=" + std::to_string(step.view.size));
+    HPCTRAIN_THROW(rt::EnvError, "SLURM_PROCID=" + std::to_string(step.view.rank) +
+                                     " is not below " + step.view.size_var + "=" +
+                                     std::to_string(step.view.size));
   }
   step.local_rank = required_int(env, "SLURM_LOCALID", launcher);
   step.node_index = required_int(env, "SLURM_NODEID", launcher);
@@ -172,8 +176,9 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
   const std::optional<int> num_nodes = optional_int(env, "SLURM_STEP_NUM_NODES", 1);
   std::string nodes_var = "SLURM_STEP_NUM_NODES";
   if (num_nodes && !nodes.empty() && static_cast<size_t>(*num_nodes) != nodes.size()) {
-    throw EnvError(nodelist_var + " has " + std::to_string(nodes.size()) + " nodes but " +
-                   "SLURM_STEP_NUM_NODES=" + std::to_string(*num_nodes));
+    HPCTRAIN_THROW(rt::EnvError, nodelist_var + " has " + std::to_string(nodes.size()) +
+                                     " nodes but " +
+                                     "SLURM_STEP_NUM_NODES=" + std::to_string(*num_nodes));
   }
   if (!num_nodes) nodes_var = nodelist_var;
 
@@ -184,9 +189,9 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
     tpn_text = lookup(env, tpn_var);
   }
   if (!tpn_text) {
-    throw EnvError(
-        "neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is set inside an "
-        "srun step: the local world size is unknown");
+    HPCTRAIN_THROW(rt::EnvError,
+                   "neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is set inside an "
+                   "srun step: the local world size is unknown");
   }
   const std::vector<int> per_node = parse_tasks_per_node(tpn_var, *tpn_text);
   if (num_nodes) {
@@ -198,31 +203,35 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
     nodes_var = tpn_var;
   }
   if (per_node.size() != static_cast<size_t>(step.num_nodes)) {
-    throw EnvError(quoted(tpn_var, *tpn_text) + " lists " + std::to_string(per_node.size()) +
-                   " nodes but " + nodes_var + " gives " + std::to_string(step.num_nodes));
+    HPCTRAIN_THROW(rt::EnvError, quoted(tpn_var, *tpn_text) + " lists " +
+                                     std::to_string(per_node.size()) + " nodes but " + nodes_var +
+                                     " gives " + std::to_string(step.num_nodes));
   }
   const int64_t total = std::accumulate(per_node.begin(), per_node.end(), int64_t{0});
   if (total != step.view.size) {
-    throw EnvError(quoted(tpn_var, *tpn_text) + " adds up to " + std::to_string(total) +
-                   " tasks but " + step.view.size_var + "=" + std::to_string(step.view.size));
+    HPCTRAIN_THROW(rt::EnvError, quoted(tpn_var, *tpn_text) + " adds up to " +
+                                     std::to_string(total) + " tasks but " + step.view.size_var +
+                                     "=" + std::to_string(step.view.size));
   }
   if (step.node_index >= step.num_nodes) {
-    throw EnvError("SLURM_NODEID=" + std::to_string(step.node_index) + " is not below the " +
-                   std::to_string(step.num_nodes) + " nodes of the step (" + nodes_var + ")");
+    HPCTRAIN_THROW(rt::EnvError, "SLURM_NODEID=" + std::to_string(step.node_index) +
+                                     " is not below the " + std::to_string(step.num_nodes) +
+                                     " nodes of the step (" + nodes_var + ")");
   }
   step.local_size = per_node[static_cast<size_t>(step.node_index)];
   if (step.local_rank >= step.local_size) {
-    throw EnvError("SLURM_LOCALID=" + std::to_string(step.local_rank) + " is not below the " +
-                   std::to_string(step.local_size) + " tasks on node " +
-                   std::to_string(step.node_index) + " (" + tpn_var + ")");
+    HPCTRAIN_THROW(rt::EnvError, "SLURM_LOCALID=" + std::to_string(step.local_rank) +
+                                     " is not below the " + std::to_string(step.local_size) +
+                                     " tasks on node " + std::to_string(step.node_index) + " (" +
+                                     tpn_var + ")");
   }
   return step;
 }
 
 void check_local(const std::string& rank_var, int rank, const std::string& size_var, int size) {
   if (rank >= size) {
-    throw EnvError(rank_var + "=" + std::to_string(rank) + " is not below " + size_var + "=" +
-                   std::to_string(size));
+    HPCTRAIN_THROW(rt::EnvError, rank_var + "=" + std::to_string(rank) + " is not below " +
+                                     size_var + "=" + std::to_string(size));
   }
 }
 
@@ -268,7 +277,7 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
     try {
       world.nodes = expand_hostlist(*nodelist);
     } catch (const HostlistError& e) {
-      throw EnvError(nodelist_var + ": " + e.what());
+      HPCTRAIN_THROW(rt::EnvError, nodelist_var + ": " + e.message());
     }
   }
 
@@ -279,13 +288,14 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
 
   if (!torchrun) {
     for (const char* name : {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"}) {
-      if (has(env, name)) throw EnvError(std::string(name) + " is set but RANK is not");
+      if (has(env, name))
+        HPCTRAIN_THROW(rt::EnvError, std::string(name) + " is set but RANK is not");
     }
   }
   if (!open_mpi) {
     for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
       if (has(env, name)) {
-        throw EnvError(std::string(name) + " is set but OMPI_COMM_WORLD_RANK is not");
+        HPCTRAIN_THROW(rt::EnvError, std::string(name) + " is set but OMPI_COMM_WORLD_RANK is not");
       }
     }
   }
@@ -298,12 +308,13 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
                                   : (!is_srun_step_id(world.step_id)
                                          ? "SLURM_STEP_ID=" + world.step_id + " is not an srun step"
                                          : "SLURM_PROCID is not set");
-      throw EnvError("SLURM_JOB_ID=" + world.job_id + " is set but " + why +
-                     ": this is a batch script or salloc shell, not an srun step. Start the "
-                     "worker with srun (or torchrun/mpirun), one process per rank");
+      HPCTRAIN_THROW(rt::EnvError,
+                     "SLURM_JOB_ID=" + world.job_id + " is set but " + why +
+                         ": this is a batch script or salloc shell, not an srun step. Start the "
+                         "worker with srun (or torchrun/mpirun), one process per rank");
     }
     if (has(env, "SLURM_PROCID")) {
-      throw EnvError("SLURM_PROCID is set but SLURM_JOB_ID is not: not a Slurm step");
+      HPCTRAIN_THROW(rt::EnvError, "SLURM_PROCID is set but SLURM_JOB_ID is not: not a Slurm step");
     }
   }
 
@@ -323,20 +334,21 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
     check_local("LOCAL_RANK", world.local_rank, "LOCAL_WORLD_SIZE", world.local_world_size);
     // torchrun starts the same number of workers on every node.
     if (world.world_size % world.local_world_size != 0) {
-      throw EnvError(
-          "WORLD_SIZE=" + std::to_string(world.world_size) +
-          " is not a multiple of LOCAL_WORLD_SIZE=" + std::to_string(world.local_world_size));
+      HPCTRAIN_THROW(rt::EnvError, "WORLD_SIZE=" + std::to_string(world.world_size) +
+                                       " is not a multiple of LOCAL_WORLD_SIZE=" +
+                                       std::to_string(world.local_world_size));
     }
     world.num_nodes = world.world_size / world.local_world_size;
     const std::optional<int> group = optional_int(env, "GROUP_RANK");
     if (!group && world.num_nodes > 1) {
-      throw EnvError("GROUP_RANK is not set but WORLD_SIZE/LOCAL_WORLD_SIZE gives " +
-                     std::to_string(world.num_nodes) + " nodes");
+      HPCTRAIN_THROW(rt::EnvError, "GROUP_RANK is not set but WORLD_SIZE/LOCAL_WORLD_SIZE gives " +
+                                       std::to_string(world.num_nodes) + " nodes");
     }
     world.node_index = group.value_or(0);
     if (world.node_index >= world.num_nodes) {
-      throw EnvError("GROUP_RANK=" + std::to_string(world.node_index) + " is not below the " +
-                     std::to_string(world.num_nodes) + " nodes (WORLD_SIZE/LOCAL_WORLD_SIZE)");
+      HPCTRAIN_THROW(rt::EnvError, "GROUP_RANK=" + std::to_string(world.node_index) +
+                                       " is not below the " + std::to_string(world.num_nodes) +
+                                       " nodes (WORLD_SIZE/LOCAL_WORLD_SIZE)");
     }
     views.push_back({"RANK", world.rank, "WORLD_SIZE", world.world_size});
   }
@@ -349,8 +361,9 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
     const int local_rank = required_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", launcher);
     check_local("OMPI_COMM_WORLD_LOCAL_RANK", local_rank, "OMPI_COMM_WORLD_LOCAL_SIZE", local_size);
     if (local_size > view.size) {
-      throw EnvError("OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
-                     " exceeds OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size));
+      HPCTRAIN_THROW(rt::EnvError,
+                     "OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
+                         " exceeds OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size));
     }
     if (views.empty()) {
       world.source = EnvSource::kOpenMpi;
@@ -369,11 +382,12 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
       } else {
         const int position = node_position(world.nodes, hostname);
         if (position < 0) {
-          throw EnvError("OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
-                         " < OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size) + " but host '" +
-                         hostname + "' is not in " +
-                         (world.nodes.empty() ? std::string("a Slurm node list") : nodelist_var) +
-                         ": the node index is unknown");
+          HPCTRAIN_THROW(rt::EnvError, "OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
+                                           " < OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size) +
+                                           " but host '" + hostname + "' is not in " +
+                                           (world.nodes.empty() ? std::string("a Slurm node list")
+                                                                : nodelist_var) +
+                                           ": the node index is unknown");
         }
         world.num_nodes = static_cast<int>(world.nodes.size());
         world.node_index = position;
@@ -400,10 +414,11 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
   // their ranks count different things.
   for (size_t i = 1; i < views.size(); ++i) {
     if (views[i].size == views[0].size && views[i].rank != views[0].rank) {
-      throw EnvError(views[0].rank_var + "=" + std::to_string(views[0].rank) + " disagrees with " +
-                     views[i].rank_var + "=" + std::to_string(views[i].rank) + " (" +
-                     views[0].size_var + " = " + views[i].size_var + " = " +
-                     std::to_string(views[0].size) + ")");
+      HPCTRAIN_THROW(rt::EnvError, views[0].rank_var + "=" + std::to_string(views[0].rank) +
+                                       " disagrees with " + views[i].rank_var + "=" +
+                                       std::to_string(views[i].rank) + " (" + views[0].size_var +
+                                       " = " + views[i].size_var + " = " +
+                                       std::to_string(views[0].size) + ")");
     }
   }
   // PMIx's rank belongs to whoever launched over PMIx: srun in a step, else mpirun, else us.
@@ -417,8 +432,9 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
       owner = views[0];
     }
     if (*world.pmix_rank != owner.rank) {
-      throw EnvError("PMIX_RANK=" + std::to_string(*world.pmix_rank) + " disagrees with " +
-                     owner.rank_var + "=" + std::to_string(owner.rank));
+      HPCTRAIN_THROW(rt::EnvError, "PMIX_RANK=" + std::to_string(*world.pmix_rank) +
+                                       " disagrees with " + owner.rank_var + "=" +
+                                       std::to_string(owner.rank));
     }
   }
   return world;

@@ -8,19 +8,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace hpctrain::dist {
 
 using EnvMap = std::map<std::string, std::string>;
-
-// Thrown for a bad launch environment; what() names the variable(s).
-class EnvError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 enum class EnvSource { kSlurm, kTorchrun, kOpenMpi, kSingle };
 const char* to_string(EnvSource source);
@@ -49,7 +42,8 @@ struct WorldInfo {
 // Reads the launch environment. Precedence, from most to least explicit launcher:
 // torchrun (RANK/WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_RANK), Slurm step (SLURM_PROCID with a
 // step id), else a single process. Variables of a less explicit launcher that are also present
-// must agree (e.g. torchrun's RANK inside an srun step must equal SLURM_PROCID), else EnvError.
+// must agree (e.g. torchrun's RANK inside an srun step must equal SLURM_PROCID), else rt::EnvError
+// (common/error.hpp) naming the variable(s).
 // Inside a Slurm batch script without srun (SLURM_JOB_ID but no step) it is an error too: the
 // worker must be started by srun (or a launcher that sets ranks).
 WorldInfo detect_world(const EnvMap& env, const std::string& hostname);

@@ -5,8 +5,6 @@
 //   ddp_check --out FILE [--global-batch 32] [--steps 5] [--bucket-mb 0.001] [--no-overlap]
 //             [--compression none|fp16|bf16]
 //   ddp_check --compare A B --tolerance T
-#include <unistd.h>
-
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -14,8 +12,8 @@
 #include <iostream>
 
 #include "dist/grad_sync.hpp"
+#include "dist/launch.hpp"
 #include "dist/process_group.hpp"
-#include "dist/world.hpp"
 
 namespace {
 
@@ -77,11 +75,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (!compare_files.empty()) return compare(compare_files[0], compare_files[1], tolerance);
   try {
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    const auto env = dist::current_environment();
-    const auto world = dist::detect_world(env, host);
-    auto group = dist::join(world, env, {});
+    const auto launch = dist::detect_launch();
+    const auto& world = launch.world;
+    auto group = dist::join(world, launch.env, {});
     auto& comm = group->communicator();
     if (global_batch % world.world_size != 0) {
       std::cerr << "global batch must divide by the world size\n";
@@ -96,7 +92,12 @@ int main(int argc, char** argv) {
       params.push_back(p.value());
     }
     dist::broadcast_from_rank0(comm, params);
-    dist::GradSync sync(names, params, comm, {bucket_mb, compression, !no_overlap});
+    const auto wire = spec::parse_choice<spec::GradCompression>(compression);
+    if (!wire) {
+      std::cerr << "unknown --compression " << compression << '\n';
+      return 2;
+    }
+    dist::GradSync sync(names, params, comm, {bucket_mb, *wire, !no_overlap});
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     for (int64_t step = 0; step < steps; ++step) {
       // The same global batch on every rank; each rank takes its contiguous shard.

@@ -1,5 +1,5 @@
 // Runtime pieces that need libtorch but one process: the communicator at world size 1, GradSync's
-// buckets and its errors, stop-signal handling.
+// buckets and its errors.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -8,7 +8,6 @@
 #include "common/error.hpp"
 #include "dist/grad_sync.hpp"
 #include "dist/process_group.hpp"
-#include "dist/signals.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -63,7 +62,8 @@ TEST(GradSync, BucketsFollowReverseRegistrationOrderAndTheCap) {
   auto [names, params] = named(net);
   // 16.5 KiB buckets: a 64x64 weight (16 KiB) does not fit beside 776 bytes of c and b.bias,
   // but a.bias (256 B) fits beside b.weight.
-  GradSync sync(names, params, group->communicator(), {16.5 / 1024, "none", true});
+  GradSync sync(names, params, group->communicator(),
+                {16.5 / 1024, spec::GradCompression::kNone, true});
   const auto layout = sync.bucket_layout();
   // Registration order: a.weight(0) a.bias(1) b.weight(2) b.bias(3) c.weight(4) c.bias(5).
   ASSERT_EQ(layout.size(), 3u);
@@ -78,8 +78,8 @@ TEST(GradSync, AveragedGradientsAtWorldSizeOneAreTheGradients) {
   net.unused->weight.set_requires_grad(false);
   net.unused->bias.set_requires_grad(false);
   auto [names, params] = named(net);
-  for (const char* compression : {"none", "bf16"}) {
-    SCOPED_TRACE(compression);
+  for (auto compression : {spec::GradCompression::kNone, spec::GradCompression::kBf16}) {
+    SCOPED_TRACE(spec::name_of(compression));
     GradSync sync(names, params, group->communicator(), {0.01, compression, true});
     auto x = torch::randn({8, 64});
     net.zero_grad();
@@ -90,7 +90,7 @@ TEST(GradSync, AveragedGradientsAtWorldSizeOneAreTheGradients) {
       before.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
     sync.finish();
     for (size_t i = 0; i < 6; ++i) {
-      if (std::string(compression) == "none") {
+      if (compression == spec::GradCompression::kNone) {
         EXPECT_TRUE(params[i].grad().equal(before[i])) << names[i];
       } else {
         EXPECT_TRUE(params[i].grad().allclose(before[i], 1e-2, 1e-2)) << names[i];
@@ -103,7 +103,7 @@ TEST(GradSync, AParameterWithoutGradientIsAnErrorNamingIt) {
   auto group = single();
   Net net;  // `unused` requires grad but never takes part in forward
   auto [names, params] = named(net);
-  GradSync sync(names, params, group->communicator(), {});
+  GradSync sync(names, params, group->communicator(), {25.0});
   sync.prepare();
   net.forward(torch::randn({2, 64})).sum().backward();
   try {
@@ -123,26 +123,12 @@ TEST(GradSync, NoOverlapModeGivesTheSameResult) {
   net.unused->weight.set_requires_grad(false);
   net.unused->bias.set_requires_grad(false);
   auto [names, params] = named(net);
-  GradSync sync(names, params, group->communicator(), {0.01, "none", false});
+  GradSync sync(names, params, group->communicator(), {0.01, spec::GradCompression::kNone, false});
   sync.prepare();
   net.forward(torch::randn({4, 64})).sum().backward();
   auto expected = params[0].grad().clone();
   sync.finish();
   EXPECT_TRUE(params[0].grad().equal(expected));
-}
-
-TEST(Signals, HandlerOnlyRecordsAndReplacementIsDetected) {
-  install_stop_signals({SIGUSR2});
-  EXPECT_NO_THROW(verify_stop_signals());
-  ::raise(SIGUSR2);
-  EXPECT_EQ(pending_stop_signal(), SIGUSR2);
-  // A library replacing the handler is caught.
-  auto previous = ::signal(SIGUSR2, SIG_IGN);
-  EXPECT_THROW(verify_stop_signals(), rt::Error);
-  ::signal(SIGUSR2, previous);
-  EXPECT_NO_THROW(verify_stop_signals());
-  EXPECT_EQ(signal_number("USR1"), SIGUSR1);
-  EXPECT_THROW(signal_number("KILL"), std::invalid_argument);
 }
 
 TEST(Errors, CarryRankHostAndPlace) {

@@ -121,6 +121,8 @@ TEST_F(CrossCheck, SyntheticEpochHoldsAGlobalBatch) {
 TEST_F(CrossCheck, ContainerRuntimeNeedsAnImage) {
   for (const std::string runtime : {"pyxis", "apptainer"}) {
     EXPECT_ERROR_ON(resolve({"job.container.runtime=" + runtime}), "job.container.image");
+    EXPECT_ERROR_ON(resolve({"job.container.runtime=" + runtime, R"(job.container.image="")"}),
+                    "job.container.image");
     EXPECT_CLEAN(resolve({"job.container.runtime=" + runtime, "job.container.image=x.sif"}));
   }
   EXPECT_CLEAN(resolve({"job.container.runtime=none"}));

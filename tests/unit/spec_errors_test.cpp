@@ -16,9 +16,7 @@ using test::write_text;
 std::vector<Diagnostic> errors_of(const TempDir& dir, const std::string& text,
                                   std::vector<std::string> overrides = {},
                                   bool check_paths = false) {
-  write_text(dir / "spec.toml", text);
-  auto o = options_for(dir / "spec.toml");
-  o.overrides = std::move(overrides);
+  auto o = test::spec_in(dir, text, std::move(overrides));
   o.check_paths = check_paths;
   try {
     load(o);

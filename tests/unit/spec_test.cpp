@@ -1,6 +1,10 @@
 // Spec resolution: defaults, profiles, --set overrides, sweeps, freezing, time limits.
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <toml.hpp>
+
+#include "spec/keys.hpp"
 #include "spec/schema.hpp"
 #include "test_util.hpp"
 
@@ -14,10 +18,7 @@ using test::write_text;
 
 Resolved load_text(const TempDir& dir, const std::string& text,
                    std::vector<std::string> overrides = {}) {
-  write_text(dir / "spec.toml", text);
-  auto o = options_for(dir / "spec.toml");
-  o.overrides = std::move(overrides);
-  return load(o);
+  return load(test::spec_in(dir, text, std::move(overrides)));
 }
 
 TEST(Spec, DefaultsFillEveryDefaultedKey) {
@@ -30,16 +31,51 @@ TEST(Spec, DefaultsFillEveryDefaultedKey) {
   EXPECT_EQ(s.job.time, "01:00:00");
   EXPECT_EQ(s.job.time_seconds, 3600);
   EXPECT_EQ(s.job.worker, "/opt/hpctrain/bin/hpctrain-worker");
-  EXPECT_EQ(s.train.precision, "fp32");
+  EXPECT_EQ(s.train.precision, Precision::kFp32);
   EXPECT_EQ(s.train.optimizer.betas, (std::vector<double>{0.9, 0.999}));
-  EXPECT_EQ(s.preemption.signal, "USR2");
+  EXPECT_EQ(s.preemption.signal, Signal::kUsr2);
   EXPECT_EQ(s.checkpoint.keep_last, 3);
   EXPECT_FALSE(s.is_array());
+  // The frozen spec holds every defaulted key.
+  std::istringstream frozen(freeze(s));
+  const auto doc = toml::parse(frozen, "frozen");
   for (const auto& f : fields()) {
-    if (f.presence == Presence::kDefault) {
-      EXPECT_TRUE(s.literals.count(std::string(f.path))) << f.path;
+    if (f.presence != Presence::kDefault) continue;
+    const toml::value* v = &doc;
+    std::string path(f.path);
+    for (size_t start = 0;;) {
+      const size_t dot = path.find('.', start);
+      const std::string part = path.substr(start, dot - start);
+      ASSERT_TRUE(v->is_table() && v->as_table().count(part)) << f.path;
+      v = &v->as_table().at(part);
+      if (dot == std::string::npos) break;
+      start = dot + 1;
     }
   }
+}
+
+TEST(Spec, TheMemberBindingCoversTheSchemaInOrder) {
+  // keys.hpp binds each schema key to one member; building and freezing both walk it.
+  Spec s;
+  std::vector<std::string_view> bound;
+  for_each_key(s, [&](std::string_view key, auto& /*member*/) { bound.push_back(key); });
+  std::vector<std::string_view> schema;
+  for (const auto& f : fields()) schema.push_back(f.path);
+  EXPECT_EQ(bound, schema);
+}
+
+TEST(Spec, ChoiceNamesParseAndListOnce) {
+  EXPECT_EQ(parse_choice<TailPolicy>("pad"), TailPolicy::kPad);
+  EXPECT_EQ(parse_choice<TailPolicy>("drop"), TailPolicy::kDrop);
+  EXPECT_EQ(parse_choice<TailPolicy>("keep"), std::nullopt);
+  EXPECT_EQ(parse_choice<Augment>("random_resized_crop"), Augment::kRandomResizedCrop);
+  EXPECT_EQ(parse_choice<Augment>("none"), Augment::kNone);
+  EXPECT_EQ(parse_choice<Augment>("flip"), std::nullopt);
+  EXPECT_EQ(parse_choice<Signal>("KILL"), std::nullopt);
+  EXPECT_EQ(name_of(Arch::kResNet110), "resnet110");
+  // The schema's allowed values are the enum's names.
+  EXPECT_EQ(find_field("train.precision")->choices, "fp32|fp16|bf16");
+  EXPECT_EQ(find_field("data.shard_tail")->choices, choices_of<TailPolicy>());
 }
 
 TEST(Spec, EveryDefaultPassesItsOwnChecks) {

@@ -3,37 +3,17 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "spec/spec.hpp"
+#include "support/temp_dir.hpp"
 
 namespace hpctrain::test {
 
 namespace fs = std::filesystem;
-
-// A fresh directory under the system temp dir, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "hpctrain-test-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 inline void write_text(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -55,6 +35,15 @@ inline spec::LoadOptions options_for(const fs::path& file) {
   o.check_paths = false;
   o.profile_dirs = {source_dir() / "sbatch" / "profiles"};
   o.default_worker = "/opt/hpctrain/bin/hpctrain-worker";
+  return o;
+}
+
+// Writes `text` as DIR/spec.toml; its load options with `overrides`.
+inline spec::LoadOptions spec_in(const TempDir& dir, const std::string& text,
+                                 std::vector<std::string> overrides = {}) {
+  write_text(dir / "spec.toml", text);
+  auto o = options_for(dir / "spec.toml");
+  o.overrides = std::move(overrides);
   return o;
 }
 

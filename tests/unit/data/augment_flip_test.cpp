@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "augment.hpp"
+#include "data/augment.hpp"
 
 namespace hpctrain::data {
 namespace {

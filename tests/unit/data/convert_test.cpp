@@ -7,15 +7,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error.hpp"
 #include "convert.hpp"
-#include "error.hpp"
-#include "source.hpp"
+#include "data/source.hpp"
 #include "test_util.hpp"
 
 namespace hpctrain::datasets {
 namespace {
 
-using data::DataError;
 using data::ImageSource;
 using data::testing::TempDir;
 
@@ -89,7 +88,7 @@ TEST(ConvertIdx, PlainFilesAndBadInputs) {
     try {
       convert_idx(img, lab, tmp.file("bad.h5"), {});
       ADD_FAILURE() << "no error for " << fragment;
-    } catch (const DataError& e) {
+    } catch (const rt::DataError& e) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   };
@@ -108,7 +107,7 @@ TEST(ConvertIdx, PlainFilesAndBadInputs) {
   // Too few class names for the labels.
   ConvertOptions two;
   two.class_names = {"a", "b"};
-  EXPECT_THROW(convert_idx(tmp.file("img"), tmp.file("lab"), tmp.file("x.h5"), two), DataError);
+  EXPECT_THROW(convert_idx(tmp.file("img"), tmp.file("lab"), tmp.file("x.h5"), two), rt::DataError);
 }
 
 TEST(ConvertCifar10, RoundTripInterleavesPlanes) {
@@ -141,14 +140,14 @@ TEST(ConvertCifar10, RoundTripInterleavesPlanes) {
   }
   // A truncated batch and a label outside [0, 10).
   std::ofstream(tmp.file("short.bin"), std::ios::binary).write("x", 1);
-  EXPECT_THROW(convert_cifar10({tmp.file("short.bin")}, tmp.file("d.h5"), {}), DataError);
+  EXPECT_THROW(convert_cifar10({tmp.file("short.bin")}, tmp.file("d.h5"), {}), rt::DataError);
   file[0] = 12;
   std::ofstream(tmp.file("badlabel.bin"), std::ios::binary)
       .write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
   try {
     convert_cifar10({tmp.file("badlabel.bin")}, tmp.file("d.h5"), {});
     ADD_FAILURE() << "no error";
-  } catch (const DataError& e) {
+  } catch (const rt::DataError& e) {
     EXPECT_NE(std::string(e.what()).find("badlabel.bin"), std::string::npos);
   }
 }
@@ -190,10 +189,10 @@ TEST(ConvertImageFolder, DecodesResizesAndLabelsByDirectory) {
   try {
     convert_image_folder(root, tmp.file("g.h5"), 8, 3, {});
     ADD_FAILURE() << "no error";
-  } catch (const DataError& e) {
+  } catch (const rt::DataError& e) {
     EXPECT_NE(std::string(e.what()).find("broken.jpg"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(convert_image_folder(tmp.file("none"), tmp.file("h.h5"), 8, 3, {}), DataError);
+  EXPECT_THROW(convert_image_folder(tmp.file("none"), tmp.file("h.h5"), 8, 3, {}), rt::DataError);
 }
 
 TEST(Inspect, ReportsValidAndInvalidFiles) {
@@ -204,7 +203,7 @@ TEST(Inspect, ReportsValidAndInvalidFiles) {
   EXPECT_NE(out.str().find("OK"), std::string::npos);
   EXPECT_NE(out.str().find("30 x 4x4x3"), std::string::npos) << out.str();
   std::filesystem::resize_file(tmp.file("ok.h5"), 2000);
-  EXPECT_THROW(inspect(tmp.file("ok.h5"), true, false, out), DataError);
+  EXPECT_THROW(inspect(tmp.file("ok.h5"), true, false, out), rt::DataError);
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <set>
 
-#include "error.hpp"
-#include "loader.hpp"
+#include "common/error.hpp"
+#include "data/loader.hpp"
 #include "test_util.hpp"
 
 namespace hpctrain::data {
@@ -190,7 +190,7 @@ TEST_F(LoaderTest, WorkerErrorsReachTheConsumer) {
     try {
       drain(l);
       ADD_FAILURE() << "no error";
-    } catch (const DataError& e) {
+    } catch (const rt::DataError& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
   }
@@ -251,14 +251,14 @@ TEST_F(LoaderTest, CoalescedReadsGiveTheSameBatchesWithFewerReads) {
 TEST_F(LoaderTest, RejectsBadConfig) {
   LoaderConfig c = config(2);
   c.batch_size = 0;
-  EXPECT_THROW(Loader(source_, c), DataError);
+  EXPECT_THROW(Loader(source_, c), rt::DataError);
   c = config(2);
   c.rank = 2;
   c.world_size = 2;
-  EXPECT_THROW(Loader(source_, c), DataError);
+  EXPECT_THROW(Loader(source_, c), rt::DataError);
   c = config(2);
   c.readahead_batches = -1;
-  EXPECT_THROW(Loader(source_, c), DataError);
+  EXPECT_THROW(Loader(source_, c), rt::DataError);
 }
 
 }  // namespace

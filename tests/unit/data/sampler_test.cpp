@@ -5,9 +5,9 @@
 #include <map>
 #include <set>
 
-#include "error.hpp"
-#include "rng.hpp"
-#include "sampler.hpp"
+#include "common/error.hpp"
+#include "data/rng.hpp"
+#include "data/sampler.hpp"
 
 namespace hpctrain::data {
 namespace {
@@ -198,16 +198,10 @@ TEST(PlanShard, PadResumeAtSameWorldSizeMatchesUninterrupted) {
   EXPECT_EQ(plan_shard(n, 3, 0, true, TailPolicy::kPad, world, 0, 52).per_rank, 0);
 }
 
-TEST(PlanShard, ParsesTailNames) {
-  EXPECT_EQ(parse_tail_policy("pad"), TailPolicy::kPad);
-  EXPECT_EQ(parse_tail_policy("drop"), TailPolicy::kDrop);
-  EXPECT_THROW(parse_tail_policy("keep"), DataError);
-}
-
 TEST(PlanShard, RejectsBadArguments) {
-  EXPECT_THROW(plan_shard(0, 0, 0, true, TailPolicy::kDrop, 1, 0, 0), DataError);
-  EXPECT_THROW(plan_shard(10, 0, 0, true, TailPolicy::kDrop, 2, 2, 0), DataError);
-  EXPECT_THROW(plan_shard(10, 0, 0, true, TailPolicy::kDrop, 2, 0, -1), DataError);
+  EXPECT_THROW(plan_shard(0, 0, 0, true, TailPolicy::kDrop, 1, 0, 0), rt::DataError);
+  EXPECT_THROW(plan_shard(10, 0, 0, true, TailPolicy::kDrop, 2, 2, 0), rt::DataError);
+  EXPECT_THROW(plan_shard(10, 0, 0, true, TailPolicy::kDrop, 2, 0, -1), rt::DataError);
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // ImageSource: reads, multi-file index space, and every bad-input case of the issue, each of
-// which must raise DataError naming the file (and the dataset) instead of crashing.
+// which must raise rt::DataError naming the file (and the dataset) instead of crashing.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "error.hpp"
-#include "source.hpp"
+#include "common/error.hpp"
+#include "data/source.hpp"
 #include "test_util.hpp"
 
 // HDF5 1.10 leaks metadata-cache entries when it gives up on a corrupted object header
@@ -80,8 +80,8 @@ TEST(Source, ManyFilesAreOneIndexSpaceInSortedGlobOrder) {
   }());
   // A list works the same as a glob.
   EXPECT_EQ(ImageSource::open({dir.file("part-0.h5"), dir.file("part-2.h5")})->size(), 15);
-  EXPECT_THROW(ImageSource::open({dir.file("part-0.h5"), dir.file("part-0.h5")}), DataError);
-  EXPECT_THROW(ImageSource::open({dir.file("nothing-*.h5")}), DataError);
+  EXPECT_THROW(ImageSource::open({dir.file("part-0.h5"), dir.file("part-0.h5")}), rt::DataError);
+  EXPECT_THROW(ImageSource::open({dir.file("nothing-*.h5")}), rt::DataError);
 }
 
 TEST(Source, ReadSamplesCoalescesNearbyImagesIntoOneRead) {
@@ -138,16 +138,16 @@ TEST(Source, ReadSamplesAgreesOnEveryPath) {
   std::vector<uint8_t> buf(2 * sb);
   EXPECT_THROW(
       ImageSource::open({dir.file("part-*.h5")})->read_samples(outside.data(), 2, buf.data()),
-      DataError);
+      rt::DataError);
 }
 
-// Expects open() to fail with a DataError whose message contains every fragment.
+// Expects open() to fail with a rt::DataError whose message contains every fragment.
 void expect_open_error(const std::vector<std::string>& paths,
                        const std::vector<std::string>& fragments) {
   try {
     ImageSource::open(paths);
     ADD_FAILURE() << "open succeeded";
-  } catch (const DataError& e) {
+  } catch (const rt::DataError& e) {
     const std::string msg = e.what();
     for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg;
   }
@@ -220,7 +220,7 @@ TEST_F(BadInput, BitFlipsInMetadataNeverCrash) {
       const auto src = ImageSource::open({path_});
       EXPECT_EQ(src->size(), 40);
       EXPECT_EQ(src->info().sample_bytes(), 108);
-    } catch (const DataError& e) {
+    } catch (const rt::DataError& e) {
       EXPECT_NE(std::string(e.what()).find(path_), std::string::npos) << e.what();
       ++failures;
     }

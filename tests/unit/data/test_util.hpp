@@ -12,25 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "format.hpp"
+#include "data/format.hpp"
+#include "support/temp_dir.hpp"
 
 namespace hpctrain::data::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "hpctrain-data-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
 
 // Pixel p of sample i; distinct per sample for the first bytes.
 inline uint8_t pixel_value(int64_t sample, int64_t p) {

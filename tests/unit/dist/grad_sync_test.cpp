@@ -3,21 +3,18 @@
 // own tests run. Each rank's loss gives every parameter a gradient known in closed form; after
 // finish() every rank must hold their average exactly, in every bucket, the last one included.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <torch/types.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <exception>
-#include <filesystem>
 #include <thread>
 
 #include "dist/grad_sync.hpp"
+#include "support/temp_dir.hpp"
 
 namespace hpctrain::dist {
 namespace {
-
-namespace fs = std::filesystem;
 
 // The trainer's Communicator over a plain c10d Gloo process group.
 class GlooCommunicator : public Communicator {
@@ -88,16 +85,14 @@ struct RankResult {
 
 // Runs `steps` training steps on `world` threads; returns what each rank's parameters held.
 std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options) {
-  std::string dir_template = (fs::temp_directory_path() / "grad-sync-XXXXXX").string();
-  if (!::mkdtemp(dir_template.data())) throw std::runtime_error("mkdtemp failed");
-  const fs::path dir = dir_template;
+  const test::TempDir dir;
   std::vector<RankResult> results(static_cast<size_t>(world));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        GlooCommunicator comm((dir / "store").string(), rank, world);
+        GlooCommunicator comm(dir.file("store"), rank, world);
         std::vector<std::string> names;
         std::vector<at::Tensor> params;
         for (size_t k = 0; k < kShapes.size(); ++k) {
@@ -128,8 +123,6 @@ std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options)
     });
   }
   for (auto& t : threads) t.join();
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
@@ -154,20 +147,23 @@ void expect_averaged(int world, int steps, GradSyncOptions options) {
   }
 }
 
+constexpr auto kNone = spec::GradCompression::kNone;
+constexpr auto kFp16 = spec::GradCompression::kFp16;
+
 TEST(GradSync, AveragesEveryBucketWhileBackwardRuns) {
-  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, "none", /*overlap=*/true});
+  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, kNone, /*overlap=*/true});
 }
 
 TEST(GradSync, AveragesEveryBucketAfterBackward) {
-  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, "none", /*overlap=*/false});
+  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, kNone, /*overlap=*/false});
 }
 
 TEST(GradSync, AveragesThroughFp16Compression) {
-  expect_averaged(/*world=*/2, /*steps=*/1, {kBucketMb, "fp16", /*overlap=*/true});
+  expect_averaged(/*world=*/2, /*steps=*/1, {kBucketMb, kFp16, /*overlap=*/true});
 }
 
 TEST(GradSync, OneRankKeepsItsOwnGradients) {
-  expect_averaged(/*world=*/1, /*steps=*/1, {kBucketMb, "none", /*overlap=*/true});
+  expect_averaged(/*world=*/1, /*steps=*/1, {kBucketMb, kNone, /*overlap=*/true});
 }
 
 }  // namespace

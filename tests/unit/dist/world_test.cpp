@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/error.hpp"
 #include "dist/world.hpp"
 
 namespace hpctrain::dist {
@@ -48,8 +49,8 @@ void expect_error_naming(const EnvMap& env, const std::vector<std::string>& name
                          const std::string& context) {
   try {
     const WorldInfo world = detect_world(env, "node99");
-    ADD_FAILURE() << context << ": no EnvError; got " << to_json(world);
-  } catch (const EnvError& e) {
+    ADD_FAILURE() << context << ": no rt::EnvError; got " << to_json(world);
+  } catch (const rt::EnvError& e) {
     for (const std::string& name : names) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
           << context << ": message does not name " << name << ": " << e.what();

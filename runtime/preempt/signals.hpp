@@ -5,13 +5,14 @@
 // Thread safety: install() once from the main thread; pending() from any thread.
 #pragma once
 
-#include <string>
 #include <vector>
 
-namespace hpctrain::dist {
+#include "spec/choices.hpp"
 
-// SIGUSR2 for "USR2" (the names of preemption.signal); throws std::invalid_argument otherwise.
-int signal_number(const std::string& name);
+namespace hpctrain::preempt {
+
+// The signal number of preemption.signal (SIGUSR2 for Signal::kUsr2).
+int signal_number(spec::Signal signal);
 
 // Installs the flag-setting handler for each signal.
 void install_stop_signals(const std::vector<int>& signals);
@@ -23,4 +24,4 @@ void verify_stop_signals();
 // The last stop signal received, or 0.
 int pending_stop_signal();
 
-}  // namespace hpctrain::dist
+}  // namespace hpctrain::preempt

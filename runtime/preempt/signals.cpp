@@ -1,15 +1,13 @@
-#include "dist/signals.hpp"
+#include "preempt/signals.hpp"
 
 #include <signal.h>
 
 #include <atomic>
 #include <cstring>
-#include <map>
-#include <stdexcept>
 
 #include "common/error.hpp"
 
-namespace hpctrain::dist {
+namespace hpctrain::preempt {
 namespace {
 
 std::atomic<int> g_pending{0};
@@ -24,13 +22,24 @@ extern "C" void on_stop_signal(int signal) { g_pending.store(signal, std::memory
 
 }  // namespace
 
-int signal_number(const std::string& name) {
-  static const std::map<std::string, int> kSignals = {
-      {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"INT", SIGINT},
-      {"HUP", SIGHUP},   {"URG", SIGURG},   {"XCPU", SIGXCPU}};
-  auto it = kSignals.find(name);
-  if (it == kSignals.end()) throw std::invalid_argument("unknown signal name '" + name + "'");
-  return it->second;
+int signal_number(spec::Signal signal) {
+  switch (signal) {
+    case spec::Signal::kUsr1:
+      return SIGUSR1;
+    case spec::Signal::kUsr2:
+      return SIGUSR2;
+    case spec::Signal::kTerm:
+      return SIGTERM;
+    case spec::Signal::kInt:
+      return SIGINT;
+    case spec::Signal::kHup:
+      return SIGHUP;
+    case spec::Signal::kUrg:
+      return SIGURG;
+    case spec::Signal::kXcpu:
+      return SIGXCPU;
+  }
+  return SIGUSR2;
 }
 
 void install_stop_signals(const std::vector<int>& signals) {
@@ -61,4 +70,4 @@ void verify_stop_signals() {
 
 int pending_stop_signal() { return g_pending.load(std::memory_order_relaxed); }
 
-}  // namespace hpctrain::dist
+}  // namespace hpctrain::preempt

@@ -1,0 +1,256 @@
+// Stage 5: checks across keys (each names the key to change) and of things outside the spec: data
+// files, the worker executable, container images.
+#include <glob.h>
+#include <unistd.h>
+
+#include <regex>
+#include <set>
+
+#include "spec/internal.hpp"
+
+namespace hpctrain::spec {
+namespace detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::set<std::string>& managed_sbatch_options() {
+  static const std::set<std::string> kManaged = {
+      "job-name",        "output",        "error",         "open-mode",  "requeue",
+      "no-requeue",      "signal",        "array",         "nodes",      "ntasks",
+      "ntasks-per-node", "gpus-per-node", "cpus-per-task", "time",       "account",
+      "partition",       "qos",           "mem",           "constraint", "exclusive",
+      "chdir",           "wrap",          "parsable",      "wait",       "export",
+      "export-file",     "test-only",     "batch",         "container"};
+  return kManaged;
+}
+
+std::string which_key_manages(const std::string& option) {
+  static const std::map<std::string, std::string> kKeys = {
+      {"job-name", "job.name"},
+      {"nodes", "job.nodes"},
+      {"ntasks-per-node", "job.tasks_per_node"},
+      {"ntasks", "job.nodes and job.tasks_per_node"},
+      {"gpus-per-node", "job.gpus_per_node"},
+      {"cpus-per-task", "job.cpus_per_task"},
+      {"time", "job.time"},
+      {"account", "job.account"},
+      {"partition", "job.partition"},
+      {"qos", "job.qos"},
+      {"mem", "job.mem"},
+      {"constraint", "job.constraint"},
+      {"exclusive", "job.exclusive"},
+      {"signal", "preemption.signal and preemption.signal_lead_s"},
+      {"requeue", "preemption.enabled"},
+      {"no-requeue", "preemption.enabled"},
+      {"array", "[sweep]"},
+      {"output", "job.run_dir"},
+      {"error", "job.run_dir"},
+      {"chdir", "job.run_dir"}};
+  auto it = kKeys.find(option);
+  return it == kKeys.end() ? std::string() : it->second;
+}
+
+void check_extra_sbatch(const Typed& t, DiagnosticSink& sink) {
+  static const std::regex kOption("--([a-z][a-z0-9-]*)(=[A-Za-z0-9._,:=@/+%*&|!()\\[\\]{}^~-]+)?");
+  for (const auto& opt : std::get<std::vector<std::string>>(t.value)) {
+    std::smatch m;
+    if (!std::regex_match(opt, m, kOption)) {
+      sink.error(t.origin, "job.extra_sbatch", quote(opt) + " is not a long sbatch option",
+                 "write \"--option\" or \"--option=value\" (long form, no spaces or quotes)");
+      continue;
+    }
+    const std::string name = m[1];
+    if (managed_sbatch_options().count(name)) {
+      const std::string key = which_key_manages(name);
+      sink.error(t.origin, "job.extra_sbatch", "--" + name + " is set by hpctrain",
+                 key.empty() ? "remove it" : "use " + key + " instead");
+    }
+  }
+}
+
+bool is_reserved(const std::string& name) {
+  static const std::set<std::string> kExact = {"PATH",
+                                               "HOME",
+                                               "USER",
+                                               "LOGNAME",
+                                               "SHELL",
+                                               "PWD",
+                                               "OLDPWD",
+                                               "IFS",
+                                               "BASH_ENV",
+                                               "ENV",
+                                               "SHELLOPTS",
+                                               "BASHOPTS",
+                                               "PS4",
+                                               "PROMPT_COMMAND",
+                                               "CDPATH",
+                                               "GLOBIGNORE",
+                                               "HOSTNAME",
+                                               "TMPDIR",
+                                               "CUDA_VISIBLE_DEVICES",
+                                               "RANK",
+                                               "WORLD_SIZE",
+                                               "LOCAL_RANK",
+                                               "LOCAL_WORLD_SIZE",
+                                               "MASTER_ADDR",
+                                               "MASTER_PORT",
+                                               "GPU_DEVICE_ORDINAL",
+                                               "ROCR_VISIBLE_DEVICES"};
+  static const std::vector<std::string> kPrefixes = {"SLURM_",     "SBATCH_",   "SRUN_", "SALLOC_",
+                                                     "PMIX_",      "PMI_",      "OMPI_", "LD_",
+                                                     "BASH_FUNC_", "HPCTRAIN_", "MUNGE_"};
+  if (kExact.count(name)) return true;
+  for (const auto& p : kPrefixes) {
+    if (name.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+void check_env(const Typed& t, DiagnosticSink& sink) {
+  static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
+  for (const auto& [name, value] : std::get<std::map<std::string, std::string>>(t.value)) {
+    auto at = t.items.find(name);
+    const Origin& origin = at == t.items.end() ? t.origin : at->second;
+    if (!std::regex_match(name, kName) || name.size() > 256) {
+      sink.error(origin, "job.env." + name, "not a valid environment variable name",
+                 "letters, digits and '_', not starting with a digit");
+    } else if (is_reserved(name)) {
+      sink.error(origin, "job.env." + name,
+                 "reserved: set by Slurm, the MPI/PMIx launcher, the shell, the dynamic loader or "
+                 "hpctrain itself",
+                 "choose another variable; to load software use job.modules");
+    }
+    if (value.size() > 32768) {
+      sink.error(origin, "job.env." + name, "value longer than 32768 bytes");
+    }
+  }
+}
+
+size_t glob_count(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
+  const size_t n = rc == 0 ? g.gl_pathc : 0;
+  globfree(&g);
+  return n;
+}
+
+}  // namespace
+
+void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
+                 DiagnosticSink& sink) {
+  const auto& j = s.job;
+  if (j.gpus_per_node > 0 && j.tasks_per_node != j.gpus_per_node) {
+    sink.error(origin_of(m, "job.tasks_per_node"), "job.tasks_per_node",
+               "is " + std::to_string(j.tasks_per_node) + " but job.gpus_per_node is " +
+                   std::to_string(j.gpus_per_node) + ": hpctrain runs one rank per GPU",
+               "set tasks_per_node = gpus_per_node");
+  }
+  if (j.gpus_per_node == 0 && s.train.precision == Precision::kFp16) {
+    sink.error(origin_of(m, "train.precision"), "train.precision",
+               "fp16 with loss scaling is a GPU path and this is a CPU job (gpus_per_node = 0)",
+               "use \"bf16\" or \"fp32\" on CPUs");
+  }
+  if (s.preemption.enabled && j.time_seconds > 0 &&
+      j.time_seconds <= s.preemption.signal_lead_s + 60) {
+    sink.error(origin_of(m, "preemption.signal_lead_s"), "preemption.signal_lead_s",
+               "the warning signal would come " + std::to_string(s.preemption.signal_lead_s) +
+                   " s before a time limit of " + std::to_string(j.time_seconds) +
+                   " s, leaving under a minute of training",
+               "lengthen job.time or shorten signal_lead_s");
+  }
+  if (!s.data.synthetic && s.data.train.empty()) {
+    sink.error(origin_of(m, "data.synthetic"), "data.train",
+               "no training data: set data.train, or data.synthetic = true");
+  }
+  if (s.data.workers >= j.cpus_per_task && j.cpus_per_task > 1) {
+    sink.warning(origin_of(m, "data.workers"), "data.workers",
+                 std::to_string(s.data.workers) + " loader threads on " +
+                     std::to_string(j.cpus_per_task) +
+                     " cores per rank leave none for the training thread");
+  }
+  if (s.data.synthetic && !s.train.max_steps) {
+    const int64_t per_step = s.train.batch_size * j.world_size();
+    if (s.data.synthetic_samples < per_step) {
+      sink.error(origin_of(m, "train.batch_size"), "train.batch_size",
+                 "an epoch of " + std::to_string(s.data.synthetic_samples) +
+                     " synthetic samples has no full global batch of " + std::to_string(per_step) +
+                     " (batch_size x " + std::to_string(j.world_size()) + " ranks)",
+                 "raise data.synthetic_samples or lower batch_size");
+    }
+  }
+  if (j.container.runtime != ContainerRuntime::kNone &&
+      (!j.container.image || j.container.image->empty())) {
+    sink.error(origin_of(m, "job.container.runtime"), "job.container.image",
+               "container runtime " + quote(std::string(name_of(j.container.runtime))) +
+                   " needs an image");
+  }
+  for (const auto& mount : j.container.mounts) {
+    if (mount.find(',') != std::string::npos || mount.empty()) {
+      sink.error(origin_of(m, "job.container.mounts"), "job.container.mounts",
+                 quote(mount) + ": one mount per item, without commas");
+    }
+  }
+  if (!j.srun_mpi.empty()) {
+    static const std::regex kMpi("[a-z0-9_]+");
+    if (!std::regex_match(j.srun_mpi, kMpi)) {
+      sink.error(origin_of(m, "job.srun_mpi"), "job.srun_mpi",
+                 quote(j.srun_mpi) + " is not an srun --mpi plugin name");
+    }
+  }
+  const auto& sch = s.train.schedule;
+  if (sch.name == Schedule::kMultistep) {
+    bool increasing = !sch.milestones.empty();
+    for (size_t i = 1; i < sch.milestones.size(); ++i) {
+      increasing = increasing && sch.milestones[i] > sch.milestones[i - 1];
+    }
+    if (!increasing) {
+      sink.error(origin_of(m, "train.schedule.milestones"), "train.schedule.milestones",
+                 "multistep needs a non-empty, strictly increasing list of epochs");
+    }
+  }
+  const auto& betas = s.train.optimizer.betas;
+  if (betas.size() != 2 || betas[0] < 0 || betas[0] >= 1 || betas[1] < 0 || betas[1] >= 1) {
+    sink.error(origin_of(m, "train.optimizer.betas"), "train.optimizer.betas",
+               "must be two numbers in [0, 1)");
+  }
+  if (s.checkpoint.every_steps == 0 && s.checkpoint.every_minutes == 0) {
+    sink.warning(origin_of(m, "checkpoint.every_steps"), "checkpoint.every_steps",
+                 "no periodic checkpoints: a crash loses all progress since the last preemption");
+  }
+  if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);
+  if (m.count("job.env")) check_env(m.at("job.env"), sink);
+
+  if (!options.check_paths) return;
+  auto check_files = [&](const std::vector<std::string>& patterns, const std::string& key) {
+    for (const auto& pattern : patterns) {
+      if (glob_count(pattern) == 0) {
+        sink.error(
+            origin_of(m, key), key, "no file matches " + quote(pattern),
+            "paths are relative to the spec file; data must exist when the job is submitted");
+      }
+    }
+  };
+  if (!s.data.synthetic) check_files(s.data.train, "data.train");
+  check_files(s.data.val, "data.val");
+  if (j.worker.empty()) {
+    sink.error(origin_of(m, "job.worker"), "job.worker", "no worker executable known",
+               "set job.worker to the hpctrain-worker path");
+  } else if (::access(j.worker.c_str(), X_OK) != 0) {
+    sink.error(origin_of(m, "job.worker"), "job.worker",
+               quote(j.worker) + " is not an executable file",
+               "build hpctrain-worker or set job.worker to its path");
+  }
+  if (j.container.runtime == ContainerRuntime::kApptainer && j.container.image &&
+      j.container.image->find("://") == std::string::npos &&
+      !fs::exists(absolute_from(fs::path(options.spec_file).parent_path(), *j.container.image))) {
+    sink.error(origin_of(m, "job.container.image"), "job.container.image",
+               "no such image file " + quote(*j.container.image));
+  }
+}
+
+}  // namespace detail
+
+bool is_reserved_env_name(const std::string& name) { return detail::is_reserved(name); }
+
+}  // namespace hpctrain::spec

@@ -1,0 +1,19 @@
+// Exit statuses of hpctrain's programs, defined once: the launcher (`hpctrain`), the worker
+// (`hpctrain-worker`), the data tool and the sbatch script agree on them (docs/runtime.md lists
+// them for users).
+// Thread safety: constants.
+#pragma once
+
+namespace hpctrain {
+
+inline constexpr int kExitOk = 0;
+// A failure at run time: a peer lost, Slurm or the filesystem in trouble, a bug.
+inline constexpr int kExitFailure = 1;
+// Bad input that a rerun will not fix: the spec, the command line, the launch environment, a
+// dataset file.
+inline constexpr int kExitBadInput = 2;
+// The worker checkpointed because it was told to stop (preemption, time limit): the sbatch script
+// requeues the job (EX_TEMPFAIL).
+inline constexpr int kExitRequeue = 75;
+
+}  // namespace hpctrain

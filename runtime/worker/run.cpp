@@ -1,0 +1,101 @@
+#include "worker/run.hpp"
+
+#include <csignal>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "common/error.hpp"
+#include "common/exit_codes.hpp"
+#include "data/source.hpp"
+#include "dist/launch.hpp"
+#include "dist/process_group.hpp"
+#include "preempt/signals.hpp"
+#include "spec/spec.hpp"
+#include "worker/device.hpp"
+#include "worker/selftest.hpp"
+
+namespace hpctrain::worker {
+namespace {
+
+spec::Spec load_spec(const std::string& file) {
+  spec::LoadOptions o;
+  o.spec_file = file;
+  o.check_paths = false;  // the frozen spec was checked at submit time
+  return spec::load(o).spec;
+}
+
+void describe(const dist::Launch& launch, const std::optional<spec::Spec>& spec,
+              const std::string& backend, bool cuda) {
+  auto j = nlohmann::json::parse(dist::to_json(launch.world));
+  const auto plan = dist::plan_rendezvous(launch.world, launch.env);
+  j["rendezvous"] = {{"method", plan.method},
+                     {"host", plan.host},
+                     {"port", plan.port},
+                     {"port_source", plan.port_source},
+                     {"agent_store", plan.agent_store}};
+  j["backend"] = backend;
+  j["device"] = cuda ? describe_device(launch.world.local_rank, launch.env) : std::string("cpu");
+  if (spec) j["spec_world_size"] = spec->job.world_size();
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace
+
+int run(const Options& options) {
+  // libtorch logs c10d warnings with a C++ stack trace each; on hundreds of ranks that buries the
+  // one line that matters (ours, which names rank, host and cause). Errors only, unless asked.
+  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 2;
+  std::optional<spec::Spec> spec;
+  if (!options.spec_file.empty()) spec = load_spec(options.spec_file);
+  // The stop signals first: before any backend starts and may install handlers of its own.
+  const spec::Signal signal = spec ? spec->preemption.signal : spec::Signal::kUsr2;
+  preempt::install_stop_signals({preempt::signal_number(signal), SIGTERM});
+
+  const dist::Launch launch = dist::detect_launch();
+  const dist::WorldInfo& world = launch.world;
+#ifdef HPCTRAIN_WITH_NCCL
+  const bool cuda = cuda_available();
+#else
+  const bool cuda = false;  // a CPU build: Gloo even where libtorch could see a GPU
+#endif
+  const std::string backend = cuda ? "nccl" : "gloo";
+  if (options.describe_env) {
+    describe(launch, spec, backend, cuda);
+    return kExitOk;
+  }
+  if (spec && world.source != dist::EnvSource::kSingle &&
+      spec->job.world_size() != world.world_size) {
+    HPCTRAIN_THROW(rt::EnvError, "the spec asks for " + std::to_string(spec->job.world_size()) +
+                                     " ranks (nodes x tasks_per_node) but the job has " +
+                                     std::to_string(world.world_size));
+  }
+
+  dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
+  join.backend = backend;
+  if (cuda) join.cuda_device = bind_device(world.local_rank, launch.env);
+  auto group = dist::join(world, launch.env, join);
+  // NCCL has taken SIGUSR1 before: make sure our handlers survived the backend's start.
+  preempt::verify_stop_signals();
+
+  if (options.selftest) {
+    SelftestOptions o;
+    o.max_bytes = options.selftest_max_bytes;
+    o.soak_seconds = options.selftest_soak_s;
+    const int failures = run_selftest(group->communicator(), o, std::cout);
+    return failures == 0 ? kExitOk : kExitFailure;
+  }
+  if (!spec) {
+    HPCTRAIN_THROW(rt::EnvError, "nothing to run: give --spec RUN_DIR/spec.toml (or --selftest)");
+  }
+  // The datasets first: a bad file is reported before any training state is built.
+  if (!spec->data.synthetic) {
+    data::ImageSource::open(spec->data.train, data::source_options_from_spec(*spec));
+    if (!spec->data.val.empty()) {
+      data::ImageSource::open(spec->data.val, data::source_options_from_spec(*spec));
+    }
+  }
+  HPCTRAIN_THROW(rt::Error, "training arrives with the training runtime; use --selftest");
+}
+
+}  // namespace hpctrain::worker

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Bad input reaches the user as one actionable line from the worker: a damaged dataset file is
+# reported by the data library with the worker's "[rank r/N host] file.cpp:line:" prefix, naming
+# the file, and the worker exits 2 (bad input); a malformed launch environment likewise.
+#   worker_bad_input.sh WORKER
+set -uo pipefail
+worker=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+head -c 4096 /dev/urandom > "$dir/damaged.h5"
+cat > "$dir/spec.toml" <<SPEC
+[job]
+name = "bad-input"
+run_dir = "$dir/run"
+[data]
+train = "$dir/damaged.h5"
+SPEC
+
+out=$(env -u SLURM_JOB_ID "$worker" --spec "$dir/spec.toml" 2>&1)
+status=$?
+echo "$out"
+[[ $status == 2 ]] || fail "damaged dataset: exit status $status, want 2"
+grep -Eq "^\[rank 0/1 $(hostname)\] [a-z_0-9]+\.cpp:[0-9]+: .*$dir/damaged.h5" <<<"$out" \
+  || fail "no '[rank 0/1 $(hostname)] file.cpp:line: ... damaged.h5' line"
+
+out=$(env SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=x "$worker" --spec "$dir/spec.toml" 2>&1)
+status=$?
+echo "$out"
+[[ $status == 2 ]] || fail "bad environment: exit status $status, want 2"
+grep -Eq "^\[$(hostname)\] world\.cpp:[0-9]+: .*SLURM_PROCID" <<<"$out" \
+  || fail "no '[host] world.cpp:line: ... SLURM_PROCID' line"
+echo "worker bad-input checks passed"
