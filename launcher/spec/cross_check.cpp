@@ -179,7 +179,8 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  "raise data.synthetic_samples or lower batch_size");
     }
   }
-  if (j.container.runtime != ContainerRuntime::kNone && !j.container.image) {
+  if (j.container.runtime != ContainerRuntime::kNone &&
+      (!j.container.image || j.container.image->empty())) {
     sink.error(origin_of(m, "job.container.runtime"), "job.container.image",
                "container runtime " + quote(std::string(name_of(j.container.runtime))) +
                    " needs an image");

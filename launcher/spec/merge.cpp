@@ -138,6 +138,13 @@ Spec build(const Typedmap& m, const fs::path& spec_dir, const LoadOptions& optio
   }
   if (s.model.pretrained)
     s.model.pretrained = absolute_from(spec_dir, *s.model.pretrained).string();
+  // Apptainer opens a local image from the job's working directory (run_dir), not the spec's:
+  // resolve it against the spec file, as the path check does. URIs (docker://...) stay as given.
+  auto& image = j.container.image;
+  if (j.container.runtime == ContainerRuntime::kApptainer && image && !image->empty() &&
+      image->find("://") == std::string::npos) {
+    image = absolute_from(spec_dir, *image).string();
+  }
   return s;
 }
 

@@ -70,7 +70,8 @@ std::vector<Field> make_fields() {
             "Environment variables exported to every rank (names checked, values quoted)."),
       typed("job.extra_sbatch", Type::kStringList, kDef, "[]", Charset::kFree,
             "Extra #SBATCH options, each \"--option\" or \"--option=value\" (validated)."),
-      str("job.srun_mpi", kDef, "\"pmix\"", Charset::kName,
+      // Free here so that "" passes; cross_check.cpp allows only [a-z0-9_]+ otherwise.
+      str("job.srun_mpi", kDef, "\"pmix\"", Charset::kFree,
           "srun --mpi plugin (pmix, pmi2, none); \"\" to leave srun's default."),
       str("job.worker", kOpt, {}, Charset::kFree,
           "hpctrain-worker executable; default: the one installed beside hpctrain."),

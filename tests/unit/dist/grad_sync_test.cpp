@@ -1,0 +1,170 @@
+// GradSync (runtime/dist/grad_sync.hpp) in one process, in seconds: several ranks as threads,
+// each with a real c10d Gloo process group over a FileStore in a temporary directory, as c10d's
+// own tests run. Each rank's loss gives every parameter a gradient known in closed form; after
+// finish() every rank must hold their average exactly, in every bucket, the last one included.
+#include <gtest/gtest.h>
+#include <torch/types.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <exception>
+#include <thread>
+
+#include "dist/grad_sync.hpp"
+#include "support/temp_dir.hpp"
+
+namespace hpctrain::dist {
+namespace {
+
+// The trainer's Communicator over a plain c10d Gloo process group.
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(const std::string& store_file, int rank, int size) : rank_(rank), size_(size) {
+    auto store = c10::make_intrusive<c10d::FileStore>(store_file, size);
+    auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1", /*lazyInit=*/false));
+    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "gloo"; }
+  at::Device device() const override { return at::kCPU; }
+  std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return std::make_unique<GlooWork>(pg_->allreduce(tensors));
+  }
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      pg_->broadcast(one, options)->wait();
+    }
+  }
+  void barrier() override { pg_->barrier()->wait(); }
+  void abort() override {}
+
+ private:
+  class GlooWork : public Work {
+   public:
+    explicit GlooWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+    void wait() override { work_->wait(); }
+
+   private:
+    c10::intrusive_ptr<c10d::Work> work_;
+  };
+
+  int rank_, size_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+// Parameter sizes in registration order. With a 10-float bucket cap they fall into four buckets
+// (reverse order): {5, 4}, {3}, {2}, {1, 0}: the first and the last hold two parameters each.
+const std::vector<std::vector<int64_t>> kShapes = {{3}, {5}, {2, 4}, {7}, {1}, {6}};
+const std::vector<std::vector<size_t>> kLayout = {{5, 4}, {3}, {2}, {1, 0}};
+constexpr double kBucketMb = 10.0 * sizeof(float) / (1024 * 1024);
+
+// The gradient rank r gets for parameter k in step s: (r + 1)(k + 1)(s + 1)(i + 1) at flat index
+// i; small integers, so every sum and the division by a power-of-two world size are exact.
+at::Tensor local_grad(int rank, size_t k, int step) {
+  const int64_t n = c10::multiply_integers(kShapes[k]);
+  return torch::arange(1, n + 1, torch::kFloat32).mul((rank + 1) * (k + 1) * (step + 1));
+}
+
+// Their average over `world` ranks, in closed form: the mean of (r + 1) is (world + 1) / 2.
+at::Tensor expected_average(int world, size_t k, int step) {
+  return local_grad(0, k, step).mul((world + 1) / 2.0);
+}
+
+struct RankResult {
+  std::vector<std::vector<size_t>> layout;
+  std::vector<std::vector<at::Tensor>> grads;  // per step, per parameter (flattened)
+};
+
+// Runs `steps` training steps on `world` threads; returns what each rank's parameters held.
+std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options) {
+  const test::TempDir dir;
+  std::vector<RankResult> results(static_cast<size_t>(world));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        GlooCommunicator comm(dir.file("store"), rank, world);
+        std::vector<std::string> names;
+        std::vector<at::Tensor> params;
+        for (size_t k = 0; k < kShapes.size(); ++k) {
+          names.push_back("p" + std::to_string(k));
+          params.push_back(torch::zeros(kShapes[k]).requires_grad_(true));
+        }
+        GradSync sync(names, params, comm, options);
+        RankResult& out = results[static_cast<size_t>(rank)];
+        out.layout = sync.bucket_layout();
+        for (int step = 0; step < steps; ++step) {
+          for (auto& p : params) {
+            if (p.grad().defined()) p.mutable_grad().zero_();
+          }
+          sync.prepare();
+          at::Tensor loss = torch::zeros({});
+          for (size_t k = 0; k < params.size(); ++k) {
+            loss = loss + (params[k].reshape({-1}) * local_grad(rank, k, step)).sum();
+          }
+          loss.backward();
+          sync.finish();
+          std::vector<at::Tensor> grads;
+          for (auto& p : params) grads.push_back(p.grad().reshape({-1}).clone());
+          out.grads.push_back(grads);
+        }
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return results;
+}
+
+void expect_averaged(int world, int steps, GradSyncOptions options) {
+  const auto results = run_ranks(world, steps, options);
+  for (int rank = 0; rank < world; ++rank) {
+    const RankResult& r = results[static_cast<size_t>(rank)];
+    ASSERT_EQ(r.layout, kLayout) << "the parameters no longer fill several buckets";
+    for (int step = 0; step < steps; ++step) {
+      for (size_t k = 0; k < kShapes.size(); ++k) {
+        const at::Tensor want = expected_average(world, k, step);
+        const at::Tensor got = r.grads[static_cast<size_t>(step)][k];
+        EXPECT_TRUE(torch::equal(got, want))
+            << "rank " << rank << " step " << step << " p" << k
+            << " (bucket holding it: " << (k <= 1 ? "the last" : "not the last") << ")\n got "
+            << got << "\nwant " << want;
+      }
+    }
+  }
+}
+
+constexpr auto kNone = spec::GradCompression::kNone;
+constexpr auto kFp16 = spec::GradCompression::kFp16;
+
+TEST(GradSync, AveragesEveryBucketWhileBackwardRuns) {
+  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, kNone, /*overlap=*/true});
+}
+
+TEST(GradSync, AveragesEveryBucketAfterBackward) {
+  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, kNone, /*overlap=*/false});
+}
+
+TEST(GradSync, AveragesThroughFp16Compression) {
+  expect_averaged(/*world=*/2, /*steps=*/1, {kBucketMb, kFp16, /*overlap=*/true});
+}
+
+TEST(GradSync, OneRankKeepsItsOwnGradients) {
+  expect_averaged(/*world=*/1, /*steps=*/1, {kBucketMb, kNone, /*overlap=*/true});
+}
+
+}  // namespace
+}  // namespace hpctrain::dist
