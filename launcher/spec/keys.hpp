@@ -109,8 +109,11 @@ void for_each_key(S& s, F&& f) {
   f("checkpoint.every_steps", c.every_steps);
   f("checkpoint.every_minutes", c.every_minutes);
   f("checkpoint.keep_last", c.keep_last);
+  f("checkpoint.keep_every", c.keep_every);
   f("checkpoint.async", c.async);
   f("checkpoint.commit_timeout_s", c.commit_timeout_s);
+  f("checkpoint.lustre_stripe_count", c.lustre_stripe_count);
+  f("checkpoint.lustre_stripe_size_mib", c.lustre_stripe_size_mib);
 
   auto& p = s.preemption;
   f("preemption.enabled", p.enabled);

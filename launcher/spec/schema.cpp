@@ -178,9 +178,15 @@ std::vector<Field> make_fields() {
            "Checkpoint every N minutes; 0 = off."),
       integer("checkpoint.keep_last", kDef, "3", 2, 1000,
               "Committed checkpoints to keep (at least 2, so a damaged newest has a fallback)."),
+      integer("checkpoint.keep_every", kDef, "0", 0, 1e12,
+              "Also keep, for good, every checkpoint whose step is a multiple of this; 0 = none."),
       boolean("checkpoint.async", "false", "Write checkpoints in the background."),
       integer("checkpoint.commit_timeout_s", kDef, "600", 1, 86400,
               "Deadline for every rank to finish its part of a checkpoint."),
+      integer("checkpoint.lustre_stripe_count", kDef, "0", -1, 4096,
+              "On Lustre: OSTs each checkpoint file is striped over; 0 = default, -1 = all."),
+      integer("checkpoint.lustre_stripe_size_mib", kDef, "0", 0, 4096,
+              "On Lustre: stripe size in MiB; 0 = the filesystem's default."),
 
       // [preemption]
       boolean("preemption.enabled", "true",

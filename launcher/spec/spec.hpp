@@ -101,9 +101,10 @@ struct TrainSpec {
 struct CheckpointSpec {
   int64_t every_steps = 0;
   double every_minutes = 0;
-  int64_t keep_last = 0;
+  int64_t keep_last = 0, keep_every = 0;
   bool async = false;
   int64_t commit_timeout_s = 0;
+  int64_t lustre_stripe_count = 0, lustre_stripe_size_mib = 0;
 };
 
 struct PreemptionSpec {

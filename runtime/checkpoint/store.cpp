@@ -1,0 +1,635 @@
+#include "checkpoint/store.hpp"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <new>
+#include <utility>
+
+#include "common/error.hpp"
+#include "spec/spec.hpp"
+
+namespace hpctrain::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kManifestName = "manifest.json";
+constexpr const char* kManifestTemp = ".manifest.json.tmp";
+constexpr const char* kFormatName = "hpctrain-checkpoint";
+// Manifests list a few files per rank; anything this large is not one of ours.
+constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
+// Hash a piece, then write it while it is still in cache: one pass over memory, not two.
+constexpr size_t kChunk = size_t{1} << 20;
+// Lustre stripe sizes are multiples of 64 KiB.
+constexpr int64_t kStripeUnit = 64 << 10;
+
+class Xxh3 {
+ public:
+  Xxh3() : state_(XXH3_createState()) {
+    if (!state_) throw std::bad_alloc();
+    XXH3_64bits_reset(state_);
+  }
+  ~Xxh3() { XXH3_freeState(state_); }
+  Xxh3(const Xxh3&) = delete;
+  Xxh3& operator=(const Xxh3&) = delete;
+  void update(std::string_view data) { XXH3_64bits_update(state_, data.data(), data.size()); }
+  uint64_t digest() const { return XXH3_64bits_digest(state_); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
+// Hex, not a JSON number: other readers' doubles would round a 64-bit value.
+std::string hex64(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016" PRIx64, value);
+  return text;
+}
+
+std::string hash_of(std::string_view data) {
+  Xxh3 hash;
+  for (size_t at = 0; at < data.size(); at += kChunk) hash.update(data.substr(at, kChunk));
+  return hex64(hash.digest());
+}
+
+// Creates `path` (never over an existing file), writes `data`, fsyncs and closes it; returns
+// the XXH3-64 of what it wrote.
+std::string write_durably(Env& env, const std::string& path, std::string_view data, uint32_t mode) {
+  auto file = env.new_file(path, mode);
+  Xxh3 hash;
+  for (size_t at = 0; at < data.size(); at += kChunk) {
+    const std::string_view piece = data.substr(at, kChunk);
+    hash.update(piece);
+    file->append(piece);
+  }
+  file->sync();
+  file->close();
+  return hex64(hash.digest());
+}
+
+bool all_digits(std::string_view text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The step of a "step-NNNNNNNNN" name written as step_name() writes it; nullopt for any other.
+std::optional<int64_t> parse_step_name(std::string_view name) {
+  constexpr std::string_view kPrefix = "step-";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  const std::string_view digits = name.substr(kPrefix.size());
+  if (!all_digits(digits) || digits.size() > 18) return std::nullopt;
+  const int64_t step = std::stoll(std::string(digits));
+  if (Store::step_name(step) != name) return std::nullopt;
+  return step;
+}
+
+// The step of a ".step-NNNNNNNNN.tmp" name.
+std::optional<int64_t> parse_temp_name(std::string_view name) {
+  constexpr std::string_view kSuffix = ".tmp";
+  if (name.size() < kSuffix.size() + 1 || name[0] != '.' ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix) {
+    return std::nullopt;
+  }
+  return parse_step_name(name.substr(1, name.size() - 1 - kSuffix.size()));
+}
+
+std::string part_name(int rank) { return ".part-" + std::to_string(rank) + ".json"; }
+
+bool valid_file_name(const std::string& name) {
+  if (name.empty() || name.size() > 255 || name[0] == '.' || name == kManifestName) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+std::string octal(uint32_t mode) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%04o", mode & 07777);
+  return text;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// A manifest (or part manifest) that is not what we wrote; what() says what is wrong.
+struct BadManifest {
+  std::string what;
+};
+
+const json& need(const json& object, const char* key, bool (json::*is_type)() const,
+                 const char* type_name) {
+  const auto it = object.find(key);
+  if (it == object.end() || !((*it).*is_type)()) {
+    throw BadManifest{std::string("\"") + key + "\" missing or not " + type_name};
+  }
+  return *it;
+}
+int64_t need_int(const json& object, const char* key, int64_t min) {
+  const json& value = need(object, key, &json::is_number_integer, "an integer");
+  const int64_t v = value.get<int64_t>();
+  if (v < min) throw BadManifest{std::string("\"") + key + "\" below " + std::to_string(min)};
+  return v;
+}
+const std::string& need_hash(const json& entry, const std::string& file) {
+  const auto& hash =
+      need(entry, "xxh3_64", &json::is_string, "a string").get_ref<const std::string&>();
+  if (hash.size() != 16 || !std::all_of(hash.begin(), hash.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      })) {
+    throw BadManifest{"the hash of " + file + " is not 16 hex digits"};
+  }
+  return hash;
+}
+
+// Parses a (part) manifest and checks the fields every kind has.
+json parse_manifest(const std::string& text, int64_t step) {
+  json m;
+  try {
+    m = json::parse(text);
+  } catch (const json::exception& e) {
+    throw BadManifest{std::string("not valid JSON (") + e.what() + ")"};
+  }
+  if (!m.is_object()) throw BadManifest{"not a JSON object"};
+  const int64_t version = need_int(m, "format_version", 0);
+  if (version != kFormatVersion) {
+    throw BadManifest{"format version " + std::to_string(version) + ", this build reads " +
+                      std::to_string(kFormatVersion)};
+  }
+  if (need_int(m, "step", 0) != step) {
+    throw BadManifest{"names step " + std::to_string(m["step"].get<int64_t>())};
+  }
+  need_int(m, "world_size", 1);
+  need(m, "files", &json::is_object, "an object");
+  return m;
+}
+
+}  // namespace
+
+void StoreOptions::validate() const {
+  auto bad = [](const std::string& what) {
+    HPCTRAIN_THROW(rt::Error, "checkpoint store options: " + what);
+  };
+  if (keep_last < 1) bad("keep_last " + std::to_string(keep_last) + " is below 1");
+  if (keep_every < 0) bad("keep_every " + std::to_string(keep_every) + " is negative");
+  if (lustre_stripe_count < -1) bad("lustre_stripe_count " + std::to_string(lustre_stripe_count));
+  if (lustre_stripe_size < 0 || lustre_stripe_size % kStripeUnit != 0) {
+    bad("lustre_stripe_size " + std::to_string(lustre_stripe_size) +
+        " is not a multiple of 64 KiB");
+  }
+}
+
+StoreOptions store_options_from_spec(const spec::Spec& spec) {
+  StoreOptions o;
+  o.keep_last = spec.checkpoint.keep_last;
+  o.keep_every = spec.checkpoint.keep_every;
+  o.lustre_stripe_count = spec.checkpoint.lustre_stripe_count;
+  o.lustre_stripe_size = spec.checkpoint.lustre_stripe_size_mib << 20;
+  return o;
+}
+
+std::string Store::step_name(int64_t step) {
+  char text[32];
+  std::snprintf(text, sizeof text, "step-%09" PRId64, step);
+  return text;
+}
+
+Store::Store(std::string dir, StoreOptions options, int rank, int world_size, Env& env)
+    : dir_(std::move(dir)),
+      options_(std::move(options)),
+      rank_(rank),
+      world_size_(world_size),
+      env_(env) {
+  options_.validate();
+  if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
+    HPCTRAIN_THROW(rt::Error, "checkpoint store: rank " + std::to_string(rank_) +
+                                  " outside world size " + std::to_string(world_size_));
+  }
+  if (dir_.empty()) HPCTRAIN_THROW(rt::Error, "checkpoint store: empty directory name");
+  // Every rank may get here first; the others find it made. Its entry in RUN_DIR is made
+  // durable too, or a power loss could take every checkpoint with it.
+  if (env_.create_dir(dir_, dir_mode())) {
+    const size_t slash = dir_.find_last_of('/', dir_.find_last_not_of('/'));
+    env_.sync_dir(slash == std::string::npos ? "." : slash == 0 ? "/" : dir_.substr(0, slash));
+  }
+  const auto st = env_.stat(dir_, /*follow=*/true);
+  if (!st || st->kind != FileStat::Kind::kDir) {
+    HPCTRAIN_THROW(rt::Error, "checkpoint directory " + dir_ + " is not a directory");
+  }
+  // Whoever can write here can replace a checkpoint, manifest and all, and with it the weights
+  // every later attempt trains from.
+  if (st->uid != ::geteuid()) {
+    HPCTRAIN_THROW(rt::Error, "checkpoint directory " + dir_ + " belongs to uid " +
+                                  std::to_string(st->uid) + ", not to this user (uid " +
+                                  std::to_string(::geteuid()) + "); refusing to use it");
+  }
+  if (st->mode & 002) {
+    HPCTRAIN_THROW(rt::Error, "checkpoint directory " + dir_ + " is writable by others (mode " +
+                                  octal(st->mode) + "); refusing to use it (chmod o-w " + dir_ +
+                                  ")");
+  }
+}
+
+Store::~Store() {
+  if (inflight_.valid()) inflight_.wait();
+}
+
+std::string Store::path_of(const std::string& name) const { return join_path(dir_, name); }
+std::string Store::temp_dir(int64_t step) const { return path_of("." + step_name(step) + ".tmp"); }
+std::string Store::final_dir(int64_t step) const { return path_of(step_name(step)); }
+uint32_t Store::file_mode() const { return options_.group_readable ? 0640 : 0600; }
+uint32_t Store::dir_mode() const { return options_.group_readable ? 0750 : 0700; }
+
+void Store::report(const std::string& line) const {
+  if (options_.report) {
+    options_.report(line);
+  } else {
+    std::cerr << rt::rank_prefix() << "checkpoint: " << line << '\n';
+  }
+}
+
+void Store::require_rank0(const char* what) const {
+  if (rank_ != 0) {
+    HPCTRAIN_THROW(rt::Error, std::string("checkpoint ") + what + " is rank 0's, called on rank " +
+                                  std::to_string(rank_));
+  }
+}
+
+void Store::require_idle(const char* what) const {
+  if (inflight_.valid()) {
+    HPCTRAIN_THROW(rt::Error, std::string("checkpoint ") + what +
+                                  " while a write is in flight; collect it with wait() first");
+  }
+}
+
+WriteResult Store::write_part(int64_t step, const Part& part) {
+  const auto start = std::chrono::steady_clock::now();
+  WriteResult result;
+  try {
+    if (step < 0) HPCTRAIN_THROW(rt::Error, "negative step " + std::to_string(step));
+    for (const auto& [name, bytes] : part.files) {
+      if (!valid_file_name(name)) {
+        HPCTRAIN_THROW(rt::Error, "bad file name \"" + name +
+                                      "\" (letters, digits, . _ -, not starting with '.', not " +
+                                      kManifestName + ")");
+      }
+    }
+    const std::string tmp = temp_dir(step);
+    if (!env_.create_dir(tmp, dir_mode())) {  // another rank made it
+      const auto st = env_.stat(tmp, /*follow=*/false);
+      if (!st || st->kind != FileStat::Kind::kDir) {
+        HPCTRAIN_THROW(rt::Error, tmp + " exists and is not a directory");
+      }
+    }
+    json files = json::object();
+    for (const auto& [name, bytes] : part.files) {
+      const std::string hash = write_durably(env_, join_path(tmp, name), bytes, file_mode());
+      files[name] = {{"size", bytes.size()}, {"xxh3_64", hash}};
+      result.bytes += static_cast<int64_t>(bytes.size());
+    }
+    const json part_manifest = {{"format_version", kFormatVersion},
+                                {"step", step},
+                                {"rank", rank_},
+                                {"world_size", world_size_},
+                                {"files", files}};
+    write_durably(env_, join_path(tmp, part_name(rank_)), part_manifest.dump(), file_mode());
+    env_.sync_dir(tmp);
+    result.ok = true;
+  } catch (const rt::Error& e) {
+    result.error = "checkpoint step " + std::to_string(step) + " (rank " + std::to_string(rank_) +
+                   "): " + e.message();
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+void Store::start_write(int64_t step, Part part) {
+  if (inflight_.valid()) {
+    HPCTRAIN_THROW(rt::Error, "checkpoint step " + std::to_string(step) +
+                                  ": a write is already in flight; collect it with poll() or "
+                                  "wait() first");
+  }
+  inflight_ = std::async(std::launch::async,
+                         [this, step, part = std::move(part)] { return write_part(step, part); });
+}
+
+std::optional<WriteResult> Store::poll() {
+  if (!inflight_.valid()) HPCTRAIN_THROW(rt::Error, "checkpoint poll(): no write was started");
+  if (inflight_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    return std::nullopt;
+  }
+  return inflight_.get();
+}
+
+WriteResult Store::wait() {
+  if (!inflight_.valid()) HPCTRAIN_THROW(rt::Error, "checkpoint wait(): no write was started");
+  return inflight_.get();
+}
+
+json Store::merged_manifest(int64_t step, const json& meta) const {
+  const std::string tmp = temp_dir(step);
+  json files = json::object();
+  for (int r = 0; r < world_size_; ++r) {
+    const std::string path = join_path(tmp, part_name(r));
+    json part;
+    try {
+      part = parse_manifest(env_.read_file(path, kMaxManifestBytes), step);
+      if (need_int(part, "rank", 0) != r || part["world_size"].get<int64_t>() != world_size_) {
+        throw BadManifest{"written by rank " + part["rank"].dump() + " of " +
+                          part["world_size"].dump() + ", not rank " + std::to_string(r) + " of " +
+                          std::to_string(world_size_)};
+      }
+      for (const auto& [name, entry] : part["files"].items()) {
+        if (!entry.is_object()) throw BadManifest{"the entry of " + name + " is not an object"};
+        need_hash(entry, name);
+        need_int(entry, "size", 0);
+      }
+    } catch (const BadManifest& bad) {
+      HPCTRAIN_THROW(rt::Error, "part manifest " + path + ": " + bad.what);
+    }
+    for (const auto& [name, entry] : part["files"].items()) {
+      if (files.contains(name)) {
+        HPCTRAIN_THROW(rt::Error, "file " + name + " written by ranks " +
+                                      files[name]["rank"].dump() + " and " + std::to_string(r));
+      }
+      // A cheap check that the rank's file is there whole; load checks the hash.
+      const std::string file = join_path(tmp, name);
+      const auto st = env_.stat(file, /*follow=*/false);
+      const int64_t size = entry["size"].get<int64_t>();
+      if (!st || st->kind != FileStat::Kind::kFile || st->size != size) {
+        HPCTRAIN_THROW(rt::Error, file + " is " +
+                                      (st ? std::to_string(st->size) + " bytes" : "missing") +
+                                      ", rank " + std::to_string(r) + "'s part manifest says " +
+                                      std::to_string(size));
+      }
+      files[name] = {{"rank", r}, {"size", size}, {"xxh3_64", entry["xxh3_64"]}};
+    }
+  }
+  return {{"format", kFormatName},
+          {"format_version", kFormatVersion},
+          {"step", step},
+          {"world_size", world_size_},
+          {"hash", "xxh3_64"},
+          {"committed_at", utc_now()},
+          {"files", std::move(files)},
+          {"meta", meta}};
+}
+
+void Store::move_aside(int64_t step) {
+  const std::string fin = final_dir(step);
+  for (int k = 1;; ++k) {
+    const std::string aside = fin + ".replaced-" + std::to_string(k);
+    if (env_.stat(aside, /*follow=*/false)) continue;
+    env_.rename(fin, aside);
+    report(fin +
+           " existed already (passed over as damaged at load, or the step was saved "
+           "twice); moved to " +
+           aside + " and committing the new one");
+    return;
+  }
+}
+
+void Store::write_manifest(const std::string& step_dir, const std::string& text) {
+  const std::string tmp = join_path(step_dir, kManifestTemp);
+  const std::string manifest = join_path(step_dir, kManifestName);
+  write_durably(env_, tmp, text, file_mode());
+  env_.rename(tmp, manifest);
+  try {
+    env_.sync_dir(step_dir);
+  } catch (const rt::Error&) {
+    // The manifest is visible but not known to be durable; withdraw it, so that what readers
+    // see agrees with the error the caller gets.
+    try {
+      env_.remove_file(manifest);
+    } catch (const rt::Error& e) {
+      report("could not withdraw " + manifest + " after a failed commit: " + e.message());
+    }
+    throw;
+  }
+}
+
+void Store::commit(int64_t step, const json& meta) {
+  require_rank0("commit");
+  require_idle("commit");
+  try {
+    if (!meta.is_object()) HPCTRAIN_THROW(rt::Error, "meta is not a JSON object");
+    const json manifest = merged_manifest(step, meta);
+    const std::string fin = final_dir(step);
+    if (env_.stat(fin, /*follow=*/false)) move_aside(step);
+    env_.rename(temp_dir(step), fin);
+    env_.sync_dir(dir_);
+    write_manifest(fin, manifest.dump(2) + "\n");
+  } catch (const rt::Error& e) {
+    HPCTRAIN_THROW(rt::Error,
+                   "checkpoint step " + std::to_string(step) + " not committed: " + e.message());
+  }
+  retain(step);
+}
+
+void Store::retain(int64_t newest) {
+  std::vector<int64_t> steps;
+  try {
+    steps = committed_steps();
+  } catch (const rt::Error& e) {
+    report("retention skipped after step " + std::to_string(newest) + ": " + e.message());
+    return;
+  }
+  int64_t kept = 0;
+  bool removed = false;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const int64_t step = *it;
+    if (step > newest) continue;  // not ours to judge: only steps older than a newer commit go
+    if (kept < options_.keep_last || step == newest) {
+      ++kept;
+      continue;
+    }
+    if (options_.keep_every > 0 && step % options_.keep_every == 0) continue;
+    const std::string fin = final_dir(step);
+    try {
+      // Un-commit first, durably: a crash half-way through the removal then leaves a directory
+      // without manifest (a leftover), never a committed step with files missing.
+      env_.remove_file(join_path(fin, kManifestName));
+      env_.sync_dir(fin);
+      env_.remove_all(fin);
+      removed = true;
+    } catch (const rt::Error& e) {
+      report("retention could not remove " + fin + ": " + e.message());
+    }
+  }
+  if (removed) {
+    try {
+      env_.sync_dir(dir_);
+    } catch (const rt::Error& e) {
+      report("retention: " + e.message());
+    }
+  }
+}
+
+void Store::abandon(int64_t step) {
+  if (inflight_.valid()) {
+    try {
+      inflight_.get();
+    } catch (...) {  // the caller is giving up on this save whatever went wrong
+    }
+  }
+  if (rank_ != 0) return;
+  try {
+    env_.remove_all(temp_dir(step));
+    const std::string fin = final_dir(step);
+    if (env_.stat(fin, /*follow=*/false) &&
+        !env_.stat(join_path(fin, kManifestName), /*follow=*/false)) {
+      env_.remove_all(fin);
+    }
+  } catch (const rt::Error& e) {
+    report("abandoning step " + std::to_string(step) + ": " + e.message() +
+           " (clean_leftovers() retries at the next start)");
+  }
+}
+
+std::vector<std::string> Store::clean_leftovers() {
+  if (rank_ != 0) return {};
+  require_idle("clean_leftovers");
+  std::vector<std::string> removed;
+  for (const auto& name : env_.list_dir(dir_)) {
+    const bool temp = parse_temp_name(name).has_value();
+    const bool uncommitted =
+        parse_step_name(name) && !env_.stat(join_path(path_of(name), kManifestName), false);
+    if (!temp && !uncommitted) continue;
+    env_.remove_all(path_of(name));
+    removed.push_back(name);
+  }
+  if (!removed.empty()) env_.sync_dir(dir_);
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+StripePlan Store::apply_striping() {
+  if (rank_ != 0) return {false, {}, "rank 0 stripes the directory"};
+  try {
+    const StripePlan plan = checkpoint::apply_striping(env_, dir_, options_.lustre_stripe_count,
+                                                       options_.lustre_stripe_size);
+    if (plan.stripe) report(plan.reason);
+    return plan;
+  } catch (const rt::Error& e) {
+    report(e.message() + "; checkpoints keep the filesystem's default layout");
+    return {false, {}, e.message()};
+  }
+}
+
+std::vector<int64_t> Store::committed_steps() const {
+  std::vector<int64_t> steps;
+  for (const auto& name : env_.list_dir(dir_)) {
+    const auto step = parse_step_name(name);
+    if (!step) continue;
+    const std::string manifest = join_path(path_of(name), kManifestName);
+    if (!env_.stat(manifest, /*follow=*/false)) continue;
+    // Unreadable is an error (retention must not judge on a partial listing); damaged is not
+    // committed.
+    const std::string text = env_.read_file(manifest, kMaxManifestBytes);
+    try {
+      parse_manifest(text, *step);
+      steps.push_back(*step);
+    } catch (const BadManifest&) {
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<Loaded> Store::try_load(int64_t step, const std::vector<std::string>& shared,
+                                      std::string* why) const {
+  const std::string fin = final_dir(step);
+  try {
+    const auto st = env_.stat(fin, /*follow=*/false);
+    if (!st || st->kind != FileStat::Kind::kDir) throw BadManifest{"not a directory"};
+    if (st->uid != ::geteuid() || (st->mode & 002)) {
+      throw BadManifest{"the directory is writable by others or not ours (mode " + octal(st->mode) +
+                        ", uid " + std::to_string(st->uid) + ")"};
+    }
+    const std::string manifest_path = join_path(fin, kManifestName);
+    json manifest;
+    try {
+      manifest = parse_manifest(env_.read_file(manifest_path, kMaxManifestBytes), step);
+      need(manifest, "meta", &json::is_object, "an object");
+    } catch (const BadManifest& bad) {
+      throw BadManifest{manifest_path + ": " + bad.what};
+    }
+    const json& files = manifest["files"];
+    std::vector<std::string> wanted;
+    for (const auto& [name, entry] : files.items()) {
+      if (!valid_file_name(name) || !entry.is_object()) {
+        throw BadManifest{manifest_path + ": bad entry \"" + name + "\""};
+      }
+      if (need_int(entry, "rank", 0) == rank_) wanted.push_back(name);
+    }
+    for (const auto& name : shared) {
+      if (!files.contains(name)) throw BadManifest{manifest_path + " lists no file " + name};
+      if (std::find(wanted.begin(), wanted.end(), name) == wanted.end()) wanted.push_back(name);
+    }
+    Loaded loaded;
+    loaded.step = step;
+    loaded.world_size = manifest["world_size"].get<int64_t>();
+    loaded.meta = manifest["meta"];
+    for (const auto& name : wanted) {
+      const json& entry = files[name];
+      const int64_t size = need_int(entry, "size", 0);
+      const std::string& hash = need_hash(entry, name);
+      const std::string path = join_path(fin, name);
+      const auto fst = env_.stat(path, /*follow=*/false);
+      if (!fst) throw BadManifest{path + " is missing"};
+      if (fst->kind != FileStat::Kind::kFile) throw BadManifest{path + " is not a regular file"};
+      if (fst->size != size) {
+        throw BadManifest{path + " is " + std::to_string(fst->size) + " bytes, the manifest says " +
+                          std::to_string(size)};
+      }
+      std::string bytes = env_.read_file(path, size);
+      if (static_cast<int64_t>(bytes.size()) != size) {
+        throw BadManifest{path + " shrank to " + std::to_string(bytes.size()) +
+                          " bytes while being read"};
+      }
+      const std::string actual = hash_of(bytes);
+      if (actual != hash) {
+        throw BadManifest{path + " has XXH3 " + actual + ", the manifest says " + hash +
+                          " (changed since it was written)"};
+      }
+      loaded.files[name] = std::move(bytes);
+    }
+    return loaded;
+  } catch (const BadManifest& bad) {
+    *why = bad.what;
+  } catch (const rt::Error& e) {
+    *why = e.message();
+  }
+  return std::nullopt;
+}
+
+std::optional<Loaded> Store::load_latest(const std::vector<std::string>& shared, int64_t at_most) {
+  std::vector<int64_t> steps;
+  for (const auto& name : env_.list_dir(dir_)) {
+    const auto step = parse_step_name(name);
+    if (step && *step <= at_most) steps.push_back(*step);
+  }
+  // By step number, never by modification time: the newest step is the one trained furthest.
+  std::sort(steps.rbegin(), steps.rend());
+  for (const int64_t step : steps) {
+    std::string why;
+    if (auto loaded = try_load(step, shared, &why)) return loaded;
+    report("checkpoint " + final_dir(step) + " passed over: " + why + "; trying an older one");
+  }
+  return std::nullopt;
+}
+
+}  // namespace hpctrain::checkpoint
