@@ -34,21 +34,28 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def autocast(precision):
+def autocast(precision, device="cpu"):
     if precision == "fp32":
-        return torch.autocast("cpu", enabled=False)
-    return torch.autocast("cpu", dtype=torch.bfloat16)
+        return torch.autocast(device, enabled=False)
+    return torch.autocast(device, dtype=torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
 def synthetic(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    model = build(args.arch, num_classes=args.classes, in_channels=args.channels, stem=args.stem)
-    images = torch.randn(args.samples, args.channels, args.size, args.size)
-    labels = torch.randint(0, args.classes, (args.samples,))
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    model = build(args.arch, num_classes=args.classes, in_channels=args.channels,
+                  stem=args.stem).to(device)
+    images = torch.randn(args.samples, args.channels, args.size, args.size, device=device)
+    labels = torch.randint(0, args.classes, (args.samples,), device=device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     model.train()
     b = args.batch
     batches = args.samples // b
@@ -59,16 +66,21 @@ def synthetic(args):
         if args.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         opt.zero_grad(set_to_none=True)
-        with autocast(args.precision):
+        with autocast(args.precision, device.type):
             loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     for k in range(args.warmup):
         step(k)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     t0 = time.perf_counter()
     for k in range(args.steps):
         step(args.warmup + k)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     print(f"side=pytorch mode=synthetic arch={args.arch} batch={b} precision={args.precision} "
           f"threads={torch.get_num_threads()} steps={args.steps} "
@@ -188,7 +200,8 @@ def main():
     p.add_argument("--size", type=int, default=32)
     p.add_argument("--samples", type=int, default=1024)
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    p.add_argument("--device", default="cpu")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=20)

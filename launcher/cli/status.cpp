@@ -1,5 +1,6 @@
 // hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct), attempts and restarts from
 // the ledger, last committed checkpoint, latest metrics line.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -18,9 +19,10 @@ nlohmann::json describe_dir(const fs::path& dir) {
   nlohmann::json j;
   size_t malformed = 0;
   const auto attempts = run::read_attempts(dir, &malformed);
+  // Restarts whatever their cause (our requeue, scontrol requeue, a node failure): the highest
+  // SLURM_RESTART_COUNT an attempt saw.
   int64_t restarts = 0;
-  for (const auto& a : attempts)
-    restarts += a.reason == "requeued" || a.reason == "failed_requeued";
+  for (const auto& a : attempts) restarts = std::max<int64_t>(restarts, a.restart);
   j["attempts"] = attempts.size();
   j["restarts"] = restarts;
   if (malformed) j["malformed_ledger_lines"] = malformed;
@@ -33,6 +35,15 @@ nlohmann::json describe_dir(const fs::path& dir) {
   }
   if (auto step = run::last_committed_step(dir)) {
     j["last_checkpoint_step"] = *step;
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(*step));
+    std::error_code ec;
+    const auto written = fs::last_write_time(dir / "checkpoints" / name / "manifest.json", ec);
+    if (!ec) {
+      j["last_checkpoint_age_s"] = std::chrono::duration_cast<std::chrono::seconds>(
+                                       fs::file_time_type::clock::now() - written)
+                                       .count();
+    }
   } else {
     j["last_checkpoint_step"] = nullptr;
   }
@@ -51,7 +62,7 @@ nlohmann::json describe_dir(const fs::path& dir) {
 
 void print_dir(const nlohmann::json& d, const std::string& indent) {
   std::cout << indent << "attempts:   " << d["attempts"].get<size_t>() << " ("
-            << d["restarts"].get<int64_t>() << " requeued)\n";
+            << d["restarts"].get<int64_t>() << " restarts)\n";
   if (d.contains("last_attempt")) {
     const auto& a = d["last_attempt"];
     std::cout << indent << "last:       " << a["reason"].get<std::string>() << ", exit status "
@@ -61,7 +72,12 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
   std::cout << indent << "checkpoint: "
             << (d["last_checkpoint_step"].is_null()
                     ? std::string("none committed")
-                    : "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>()))
+                    : "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>()) +
+                          (d.contains("last_checkpoint_age_s")
+                               ? ", committed " +
+                                     std::to_string(d["last_checkpoint_age_s"].get<int64_t>()) +
+                                     " s ago"
+                               : std::string()))
             << '\n';
   // The latest training and evaluation figures, as a person reads them; the raw last line when
   // the file holds neither kind.

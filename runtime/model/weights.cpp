@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 // libtorch's zip container (what torch.save writes) and its pickler, for writing.
+#include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
@@ -90,6 +91,41 @@ std::string torch_save_bytes(const StateDict& tensors) {
   return bytes;
 }
 
+// The dict name -> tensor of a torch.save archive; throws std::exception on any problem.
+StateDict read_archive(caffe2::serialize::PyTorchStreamReader& reader) {
+  if (!reader.hasRecord("data.pkl")) {
+    throw std::runtime_error("the archive has no data.pkl (not written by torch.save)");
+  }
+  const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
+  const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
+  return unpickle_state_dict(
+      pickle, [&](const std::string& key, torch::ScalarType dtype, int64_t numel) {
+        const std::string record = "data/" + key;
+        if (!reader.hasRecord(record))
+          throw std::runtime_error("storage record " + record + " is missing");
+        // Checked before allocating, so a damaged size cannot make us allocate terabytes.
+        const size_t nbytes = reader.getRecordSize(record);
+        if (numel < 0 || nbytes != static_cast<size_t>(numel) * c10::elementSize(dtype)) {
+          throw std::runtime_error("storage record " + record + " has " + std::to_string(nbytes) +
+                                   " bytes, the pickle expects " + std::to_string(numel) + " " +
+                                   c10::toString(dtype) + " elements");
+        }
+        torch::Tensor storage = torch::empty({numel}, torch::dtype(dtype));
+        if (nbytes > 0) reader.getRecord(record, storage.data_ptr(), nbytes);
+        return storage;
+      });
+}
+
+std::string archive_problem(const std::exception& e) {
+  std::string problem = reason(e);
+  if (problem.find("zip archive") != std::string::npos) {
+    problem +=
+        " (not a torch.save zip file: truncated, or written with "
+        "_use_new_zipfile_serialization=False)";
+  }
+  return problem;
+}
+
 bool matches(const std::string& name, const std::string& prefix) {
   return name.size() >= prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
          (name.size() == prefix.size() || name[prefix.size()] == '.');
@@ -141,35 +177,22 @@ StateDict load_weights(const std::string& path) {
   if (!why.empty()) HPCTRAIN_THROW(rt::Error, "cannot read weights " + path + ": " + why);
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
-    if (!reader.hasRecord("data.pkl")) {
-      throw std::runtime_error("the archive has no data.pkl (not written by torch.save)");
-    }
-    const auto [pickle_data, pickle_size] = reader.getRecord("data.pkl");
-    const std::string_view pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    return unpickle_state_dict(
-        pickle, [&](const std::string& key, torch::ScalarType dtype, int64_t numel) {
-          const std::string record = "data/" + key;
-          if (!reader.hasRecord(record))
-            throw std::runtime_error("storage record " + record + " is missing");
-          // Checked before allocating, so a damaged size cannot make us allocate terabytes.
-          const size_t nbytes = reader.getRecordSize(record);
-          if (numel < 0 || nbytes != static_cast<size_t>(numel) * c10::elementSize(dtype)) {
-            throw std::runtime_error("storage record " + record + " has " + std::to_string(nbytes) +
-                                     " bytes, the pickle expects " + std::to_string(numel) + " " +
-                                     c10::toString(dtype) + " elements");
-          }
-          torch::Tensor storage = torch::empty({numel}, torch::dtype(dtype));
-          if (nbytes > 0) reader.getRecord(record, storage.data_ptr(), nbytes);
-          return storage;
-        });
+    return read_archive(reader);
   } catch (const std::exception& e) {
-    std::string problem = reason(e);
-    if (problem.find("zip archive") != std::string::npos) {
-      problem +=
-          " (not a torch.save zip file: truncated, or written with "
-          "_use_new_zipfile_serialization=False)";
-    }
-    HPCTRAIN_THROW(rt::Error, "cannot load weights from " + path + ": " + problem);
+    HPCTRAIN_THROW(rt::Error, "cannot load weights from " + path + ": " + archive_problem(e));
+  }
+}
+
+std::string weights_to_bytes(const StateDict& tensors) { return torch_save_bytes(tensors); }
+
+StateDict weights_from_bytes(const std::string& bytes, const std::string& name) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(
+        std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(),
+                                                               static_cast<off_t>(bytes.size())));
+    return read_archive(reader);
+  } catch (const std::exception& e) {
+    HPCTRAIN_THROW(rt::Error, "cannot load weights from " + name + ": " + archive_problem(e));
   }
 }
 

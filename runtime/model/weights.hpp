@@ -39,6 +39,11 @@ void save_weights(const StateDict& tensors, const std::string& path);
 // when it is missing, not a torch.save zip archive, truncated, or holds something else.
 StateDict load_weights(const std::string& path);
 
+// The bytes save_weights writes (torch.save's format), and back; `name` names the source in
+// errors (rt::Error).
+std::string weights_to_bytes(const StateDict& tensors);
+StateDict weights_from_bytes(const std::string& bytes, const std::string& name);
+
 struct PretrainedLoad {
   size_t tensors = 0;         // copied into the model
   bool head_skipped = false;  // the file's classifier head is for another num_classes

@@ -3,6 +3,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <map>
+
 #include "common/error.hpp"
 #include "spec/spec.hpp"
 
@@ -65,6 +67,72 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::Spec& spec,
 
 void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> optimizer_state(
+    const torch::optim::Optimizer& optimizer, const NamedParams& params) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const auto& state = optimizer.state();
+  for (const auto& [name, p] : params) {
+    auto it = state.find(p.unsafeGetTensorImpl());
+    if (it == state.end()) continue;
+    if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
+      if (sgd->momentum_buffer().defined()) {
+        out.emplace_back(name + ".momentum_buffer", sgd->momentum_buffer());
+      }
+    } else if (const auto* adamw =
+                   dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get())) {
+      out.emplace_back(name + ".step", at::scalar_tensor(adamw->step(), at::kLong));
+      out.emplace_back(name + ".exp_avg", adamw->exp_avg());
+      out.emplace_back(name + ".exp_avg_sq", adamw->exp_avg_sq());
+    }
+  }
+  return out;
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const NamedParams& params,
+                          const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::map<std::string, at::Tensor> entries(state.begin(), state.end());
+  const bool adamw = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
+  auto take = [&](const std::string& key, const at::Tensor& like) -> at::Tensor {
+    auto it = entries.find(key);
+    if (it == entries.end()) return {};
+    at::Tensor t = it->second;
+    entries.erase(it);
+    if (like.defined() && t.sizes() != like.sizes()) {
+      HPCTRAIN_THROW(rt::Error, "optimizer state " + key + " has shape " + c10::str(t.sizes()) +
+                                    ", the parameter " + c10::str(like.sizes()));
+    }
+    return like.defined() ? t.to(like.options()).clone() : t;
+  };
+  optimizer.state().clear();
+  for (const auto& [name, p] : params) {
+    if (!p.requires_grad()) continue;
+    void* key = p.unsafeGetTensorImpl();
+    if (adamw) {
+      at::Tensor step = take(name + ".step", {});
+      at::Tensor exp_avg = take(name + ".exp_avg", p);
+      at::Tensor exp_avg_sq = take(name + ".exp_avg_sq", p);
+      if (!step.defined()) continue;
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      s->step(step.item<int64_t>());
+      s->exp_avg(exp_avg);
+      s->exp_avg_sq(exp_avg_sq);
+      optimizer.state()[key] = std::move(s);
+    } else {
+      at::Tensor buffer = take(name + ".momentum_buffer", p);
+      if (!buffer.defined()) continue;
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      s->momentum_buffer(buffer);
+      optimizer.state()[key] = std::move(s);
+    }
+  }
+  if (!entries.empty()) {
+    HPCTRAIN_THROW(rt::Error, "optimizer state has " + std::to_string(entries.size()) +
+                                  " entries for no trainable parameter, e.g. " +
+                                  entries.begin()->first +
+                                  " (another model, optimizer or model.freeze)");
+  }
 }
 
 }  // namespace hpctrain::train

@@ -28,4 +28,15 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::Spec& spec,
 // Sets the learning rate of every parameter group.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);
 
+// The optimizer's per-parameter state by parameter name, as PyTorch names it in
+// optimizer.state_dict(): "<param>.momentum_buffer" (SGD), "<param>.exp_avg", "<param>.exp_avg_sq"
+// and "<param>.step" (AdamW; a 0-d int64 tensor). Parameters without state yet are absent. The
+// tensors are the optimizer's own (the caller copies them to save).
+std::vector<std::pair<std::string, at::Tensor>> optimizer_state(
+    const torch::optim::Optimizer& optimizer, const NamedParams& params);
+// Puts state written by optimizer_state() back (copies into fresh tensors on each parameter's
+// device). Throws rt::Error naming an entry of the wrong shape or a parameter it does not know.
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const NamedParams& params,
+                          const std::vector<std::pair<std::string, at::Tensor>>& state);
+
 }  // namespace hpctrain::train

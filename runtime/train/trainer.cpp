@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -22,7 +24,9 @@
 #include "dist/grad_sync.hpp"
 #include "model/model.hpp"
 #include "model/weights.hpp"
+#include "preempt/signals.hpp"
 #include "spec/spec.hpp"
+#include "train/checkpointing.hpp"
 #include "train/grad_scaler.hpp"
 #include "train/metrics.hpp"
 #include "train/optimizer.hpp"
@@ -113,11 +117,22 @@ class Trainer {
   TrainResult run() {
     setup();
     TrainResult result;
+    if (resumed_ && resumed_->finished) {
+      if (comm_.rank() == 0 && options_.out) {
+        *options_.out << rt::rank_prefix() << "this run finished already (checkpoint step " << step_
+                      << " is marked finished); nothing to do" << std::endl;
+      }
+      result.steps = step_;
+      result.already_finished = true;
+      return result;
+    }
     const auto t0 = Clock::now();
     window_start_ = t0;
-    for (int64_t epoch = 0; epoch < spec_.train.epochs && step_ < total_steps_; ++epoch) {
-      train_epoch(epoch);
+    for (int64_t epoch = start_epoch_; epoch < spec_.train.epochs && step_ < total_steps_;
+         ++epoch) {
+      train_epoch(epoch, epoch == start_epoch_ ? start_consumed_ : 0);
       result.epochs = epoch + 1;
+      if (stop_) break;
       const bool last = epoch + 1 == spec_.train.epochs || step_ >= total_steps_;
       const int64_t every = spec_.train.eval_every_epochs;
       if (val_loader_ && (last || (every > 0 && (epoch + 1) % every == 0))) {
@@ -126,7 +141,18 @@ class Trainer {
     }
     result.steps = step_;
     result.train_seconds = seconds_since(t0) - eval_seconds_;  // training alone
-    result.images_per_s = static_cast<double>(step_ * global_batch_) / result.train_seconds;
+    result.images_per_s =
+        static_cast<double>((step_ - first_step_) * global_batch_) / result.train_seconds;
+    if (stop_) {
+      checkpointer_->drain();
+      result.stopped = true;
+      if (comm_.rank() == 0 && options_.out) {
+        *options_.out << rt::rank_prefix() << "stopping at step " << step_ << " (" << stop_reason_
+                      << "); last committed checkpoint: step " << checkpointer_->last_committed()
+                      << "; exiting for the job to be requeued" << std::endl;
+      }
+      return result;
+    }
     sync_buffers();
     result.fingerprint = verify_identical_weights();
     result.peak_rss_mib = max_over_ranks(peak_rss_mib());
@@ -134,6 +160,8 @@ class Trainer {
       result.weights = options_.run_dir / "model.pt";
       model::save_weights(*model_, result.weights.string());
     }
+    // Last: a restarted run that finds this checkpoint has nothing left to do.
+    checkpointer_->save(*state_, position(), /*finished=*/true, /*allow_async=*/false);
     if (comm_.rank() == 0 && options_.out) {
       std::ostringstream line;
       line << rt::rank_prefix() << "final: ";
@@ -142,9 +170,9 @@ class Trainer {
              << "% top-5 " << 100 * result.eval->top5 << "% loss " << std::setprecision(4)
              << result.eval->loss << " (" << result.eval->samples << " images); ";
       }
-      line << std::setprecision(1) << step_ << " steps, " << result.epochs << " epochs in "
-           << result.train_seconds << " s, " << std::setprecision(0) << result.images_per_s
-           << " images/s (training alone), peak RSS " << result.peak_rss_mib
+      line << std::fixed << std::setprecision(1) << step_ << " steps, " << result.epochs
+           << " epochs in " << result.train_seconds << " s, " << std::setprecision(0)
+           << result.images_per_s << " images/s (training alone), peak RSS " << result.peak_rss_mib
            << " MiB per rank (max)";
       if (!result.weights.empty()) line << "; weights " << result.weights.string();
       *options_.out << line.str() << std::endl;
@@ -197,10 +225,9 @@ class Trainer {
     for (auto& b : model_->buffers()) all.push_back(b);
     dist::broadcast_from_rank0(comm_, all);
 
-    NamedParams named;
     std::vector<std::string> names;
     for (auto& p : model_->named_parameters()) {
-      named.emplace_back(p.key(), p.value());
+      named_.emplace_back(p.key(), p.value());
       names.push_back(p.key());
       params_.push_back(p.value());
       if (p.value().requires_grad()) trainable_.push_back(p.value());
@@ -221,13 +248,24 @@ class Trainer {
     if (spec_.train.max_steps) total_steps_ = std::min(total_steps_, *spec_.train.max_steps);
     schedule_ = std::make_unique<LrSchedule>(
         schedule_config_from_spec(spec_, global_batch_, steps_per_epoch_, total_steps_));
-    optimizer_ = make_optimizer(spec_, named, schedule_->lr_at(0));
+    optimizer_ = make_optimizer(spec_, named_, schedule_->lr_at(0));
     if (spec_.train.precision == spec::Precision::kFp16) {
       scaler_ = std::make_unique<GradScaler>(GradScalerConfig{}, device_);
     }
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
       metrics_ = std::make_unique<MetricsLog>(options_.run_dir / "metrics.jsonl");
     }
+    if (!options_.trace_samples.empty()) {
+      trace_ = std::make_unique<std::ofstream>(
+          options_.trace_samples.string() + ".rank-" + std::to_string(comm_.rank()), std::ios::app);
+    }
+    train_info_ = info;
+    state_ = std::make_unique<TrainingState>(
+        TrainingState{*model_, *optimizer_, named_, scaler_.get(), train_info_});
+    checkpointer_ = std::make_unique<Checkpointer>(spec_, options_.run_dir, comm_,
+                                                   options_.job_end_time, options_.out);
+    resumed_ = checkpointer_->restore(*state_);
+    if (resumed_) resume_from(*resumed_);
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     if (comm_.rank() == 0 && options_.out) {
       *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "
@@ -259,16 +297,49 @@ class Trainer {
     return {images, labels};
   }
 
-  void train_epoch(int64_t epoch) {
+  Position position() const {
+    const auto loader = train_loader_->state();
+    return {step_, loader.epoch, loader.consumed};
+  }
+
+  // Continues where the checkpoint stopped. At the same world size and batch the step counter and
+  // the schedule continue exactly; otherwise the global data position carries over and the
+  // counter restarts at the equivalent step of the new per-step batch.
+  void resume_from(const Checkpointer::Resumed& r) {
+    start_epoch_ = r.position.epoch;
+    start_consumed_ = r.position.consumed;
+    const bool same = r.world_size == comm_.size();
+    step_ = same ? r.position.step
+                 : r.position.epoch * steps_per_epoch_ + r.position.consumed / global_batch_;
+    first_step_ = step_;
+    if (comm_.rank() == 0 && options_.out) {
+      *options_.out << rt::rank_prefix() << "resuming from checkpoint step " << r.position.step
+                    << " (epoch " << r.position.epoch + 1 << ", sample " << r.position.consumed
+                    << " of its order)";
+      if (!same) {
+        *options_.out << " saved by " << r.world_size << " ranks, now " << comm_.size()
+                      << ": continuing at step " << step_ << " of " << total_steps_;
+      }
+      *options_.out << std::endl;
+    }
+  }
+
+  void train_epoch(int64_t epoch, int64_t consumed) {
     model_->train();
-    train_loader_->start_epoch(epoch, 0);
+    train_loader_->start_epoch(epoch, consumed);
     namespace F = torch::nn::functional;
     const auto ce = F::CrossEntropyFuncOptions().label_smoothing(spec_.train.label_smoothing);
+    auto last_step_end = Clock::now();
     while (step_ < total_steps_) {
       auto batch = train_loader_->next();
       if (!batch) break;
       const double lr = schedule_->lr_at(step_);
       set_lr(*optimizer_, lr);
+      if (trace_) {
+        *trace_ << batch->epoch << ' ' << step_;
+        for (const int64_t sample : batch->samples) *trace_ << ' ' << sample;
+        *trace_ << '\n' << std::flush;
+      }
       auto [images, labels] = to_device(*batch);
       optimizer_->zero_grad();
       grad_sync_->prepare();
@@ -279,13 +350,24 @@ class Trainer {
       }
       (scaler_ ? scaler_->scale(loss) : loss).backward();
       grad_sync_->finish();
-      bool skip = false;
+      // One small all-reduce per step settles everything the ranks must decide alike: the fp16
+      // inf/NaN verdict, a stop signal on any rank, rank 0's clock-based checkpoint decisions
+      // and the state of a background save.
+      float slots[Agreement::kSize] = {};
+      at::Tensor found_inf;
       if (scaler_) {
-        at::Tensor found_inf = scaler_->unscale(trainable_);
-        comm_.all_reduce(found_inf);  // identical already (all-reduced gradients); agreed anyway
-        skip = found_inf.item<float>() > 0;
-        scaler_->update(found_inf);
+        found_inf = scaler_->unscale(trainable_);
+        slots[Agreement::kFoundInf] = found_inf.item<float>();
       }
+      slots[Agreement::kStop] = preempt::pending_stop_signal() != 0 ? 1 : 0;
+      checkpointer_->contribute(slots, step_seconds_);
+      at::Tensor agreement = torch::from_blob(slots, {Agreement::kSize}, torch::kFloat32).clone();
+      if (!device_.is_cpu()) agreement = agreement.to(device_);
+      comm_.all_reduce(agreement);
+      agreement = agreement.cpu();
+      const float* agreed = agreement.data_ptr<float>();
+      const bool skip = agreed[Agreement::kFoundInf] > 0;
+      if (scaler_) scaler_->update(found_inf.fill_(skip ? 1.0f : 0.0f));
       if (!skip) {
         if (spec_.train.grad_clip_norm) {
           torch::nn::utils::clip_grad_norm_(trainable_, *spec_.train.grad_clip_norm);
@@ -295,8 +377,28 @@ class Trainer {
       window_loss_ += loss.detach().to(at::kDouble);
       ++window_steps_;
       ++step_;
-      if (step_ % spec_.train.log_every_steps == 0 || step_ == total_steps_) log_train(epoch, lr);
+      checkpointer_->settle(agreed);
+      if (agreed[Agreement::kStop] > 0 || agreed[Agreement::kDeadline] > 0) {
+        stop_ = true;
+        stop_reason_ =
+            agreed[Agreement::kStop] > 0 ? stop_signal_text() : "the job's time limit is near";
+      }
+      if (step_ % spec_.train.log_every_steps == 0 || step_ == total_steps_ || stop_) {
+        log_train(epoch, lr);
+      }
+      if (stop_ || (step_ < total_steps_ && checkpointer_->due(step_, agreed))) {
+        checkpointer_->save(*state_, position(), /*finished=*/false, /*allow_async=*/!stop_);
+      }
+      const auto now = Clock::now();
+      step_seconds_ = std::chrono::duration<double>(now - last_step_end).count();
+      last_step_end = now;
+      if (stop_) return;
     }
+  }
+
+  static std::string stop_signal_text() {
+    const int s = preempt::pending_stop_signal();
+    return s != 0 ? std::string("signal ") + ::strsignal(s) : "a stop signal on another rank";
   }
 
   void log_train(int64_t epoch, double lr) {
@@ -434,6 +536,16 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
 
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, global_batch_ = 0, step_ = 0;
+  int64_t first_step_ = 0, start_epoch_ = 0, start_consumed_ = 0;
+  NamedParams named_;
+  data::DatasetInfo train_info_;
+  std::unique_ptr<TrainingState> state_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::optional<Checkpointer::Resumed> resumed_;
+  std::unique_ptr<std::ofstream> trace_;
+  bool stop_ = false;
+  std::string stop_reason_;
+  double step_seconds_ = 0;
   at::Tensor window_loss_;
   int64_t window_steps_ = 0;
   double eval_seconds_ = 0;

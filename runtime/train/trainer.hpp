@@ -24,9 +24,16 @@ struct TrainOptions {
   // Where metrics.jsonl and model.pt go (rank 0); empty: nothing is written.
   std::filesystem::path run_dir;
   std::ostream* out = nullptr;  // progress and the final line (rank 0); null: silent
+  // SLURM_JOB_END_TIME: the run checkpoints and stops (as for a signal) before it.
+  std::optional<int64_t> job_end_time;
+  // Diagnostics: each rank appends "epoch step sample..." for every training batch to
+  // TRACE.rank-R (HPCTRAIN_TRACE_SAMPLES in the worker); empty: off.
+  std::filesystem::path trace_samples;
 };
 
 struct TrainResult {
+  bool stopped = false;            // a stop signal or the time limit: checkpointed, requeue me
+  bool already_finished = false;   // a restart of a finished run: nothing was done
   int64_t steps = 0;               // optimizer steps taken (skipped fp16 steps included)
   int64_t epochs = 0;              // epochs begun
   double train_seconds = 0;        // the loop without its evaluations

@@ -97,8 +97,13 @@ int run(const Options& options) {
   train_options.run_dir = run_dir && *run_dir ? run_dir : spec->job.run_dir;
   std::filesystem::create_directories(train_options.run_dir);
   train_options.out = &std::cout;
-  train::train(*spec, group->communicator(), train_options);
-  return kExitOk;
+  train_options.job_end_time = world.job_end_time;
+  if (const char* trace = std::getenv("HPCTRAIN_TRACE_SAMPLES"); trace && *trace) {
+    train_options.trace_samples = trace;
+  }
+  const train::TrainResult result = train::train(*spec, group->communicator(), train_options);
+  // Checkpointed after a stop signal or before the time limit: the script requeues the job.
+  return result.stopped ? kExitRequeue : kExitOk;
 }
 
 }  // namespace hpctrain::worker

@@ -1,0 +1,359 @@
+#include "train/checkpointing.hpp"
+
+#include <ATen/Context.h>
+#include <torch/torch.h>
+
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+
+#include "common/error.hpp"
+#include "model/weights.hpp"
+#include "spec/spec.hpp"
+
+namespace hpctrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kFormatVersion = 1;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string rng_file(int rank) { return "rng-rank-" + std::to_string(rank) + ".pt"; }
+
+// What must not change between the run that saved a checkpoint and the one that resumes it.
+nlohmann::json resume_key(const spec::Spec& spec, const data::DatasetInfo& dataset,
+                          const model::Classifier& model) {
+  (void)model;
+  return {{"arch", std::string(spec::name_of(spec.model.arch))},
+          {"stem", std::string(spec::name_of(spec.model.stem))},
+          {"num_classes", spec.model.num_classes},
+          {"optimizer", std::string(spec::name_of(spec.train.optimizer.name))},
+          {"train_samples", dataset.num_samples},
+          {"image", {dataset.height, dataset.width, dataset.channels}},
+          {"dataset_classes", dataset.num_classes}};
+}
+
+model::StateDict to_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
+  model::StateDict out;
+  for (const auto& [name, t] : items) out.insert(name, t);
+  return out;
+}
+
+// The default generators of this process: the CPU one, and the CUDA one of the current device.
+std::vector<std::pair<std::string, at::Generator>> generators(const at::Device& device) {
+  std::vector<std::pair<std::string, at::Generator>> out = {
+      {"cpu", at::globalContext().defaultGenerator(at::Device(at::kCPU))}};
+  if (device.is_cuda()) out.emplace_back("cuda", at::globalContext().defaultGenerator(device));
+  return out;
+}
+
+}  // namespace
+
+// A save whose files are being written in the background.
+struct Checkpointer::InFlight {
+  int64_t step = 0;
+  nlohmann::json meta;
+  Clock::time_point started;
+  std::optional<checkpoint::WriteResult> result;  // once the store has yielded it
+};
+
+Checkpointer::Checkpointer(const spec::Spec& spec, const std::filesystem::path& run_dir,
+                           dist::Communicator& comm, std::optional<int64_t> job_end_time,
+                           std::ostream* out)
+    : spec_(spec), comm_(comm), job_end_time_(job_end_time), out_(out) {
+  const auto& c = spec.checkpoint;
+  // Preemption needs a checkpoint to requeue into, so it turns checkpoints on too.
+  enabled_ =
+      !run_dir.empty() && (c.every_steps > 0 || c.every_minutes > 0 || spec.preemption.enabled);
+  if (!enabled_) return;
+  store_ = std::make_unique<checkpoint::Store>((run_dir / "checkpoints").string(),
+                                               checkpoint::store_options_from_spec(spec),
+                                               comm.rank(), comm.size());
+  last_save_time_ = Clock::now();
+}
+
+Checkpointer::~Checkpointer() = default;
+
+bool Checkpointer::all_ranks(bool ok) {
+  at::Tensor t = at::full({1}, ok ? 1.0 : 0.0, at::TensorOptions().device(comm_.device()));
+  comm_.all_reduce(t);
+  return t.item<double>() == comm_.size();
+}
+
+checkpoint::Part Checkpointer::capture(TrainingState& state, const Position& position,
+                                       bool finished, nlohmann::json& meta) const {
+  checkpoint::Part part;
+  torch::NoGradGuard no_grad;
+  {
+    // Every generator of this rank (dropout draws from them; the data pipeline does not).
+    std::vector<std::pair<std::string, at::Tensor>> rng;
+    for (auto& [name, gen] : generators(comm_.device())) {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng.emplace_back(name, gen.get_state());
+    }
+    part.files[rng_file(comm_.rank())] = model::weights_to_bytes(to_state_dict(rng));
+  }
+  meta = {{"step", position.step},
+          {"epoch", position.epoch},
+          {"consumed", position.consumed},
+          {"finished", finished},
+          {"world_size", comm_.size()},
+          {"batch_size", spec_.train.batch_size},
+          {"time", static_cast<int64_t>(std::time(nullptr))}};
+  if (comm_.rank() != 0) return part;
+  part.files["model.pt"] = model::weights_to_bytes(model::state_dict(state.model));
+  part.files["optimizer.pt"] =
+      model::weights_to_bytes(to_state_dict(optimizer_state(state.optimizer, state.params)));
+  nlohmann::json trainer = meta;
+  trainer["format_version"] = kFormatVersion;
+  trainer["resume"] = resume_key(spec_, state.dataset, state.model);
+  if (state.scaler) {
+    const auto s = state.scaler->state();
+    trainer["scaler"] = {{"scale", s.scale}, {"growth_tracker", s.growth_tracker}};
+  } else {
+    trainer["scaler"] = nullptr;
+  }
+  part.files["trainer.json"] = trainer.dump(2) + "\n";
+  return part;
+}
+
+std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state) {
+  if (!enabled_) return std::nullopt;
+  if (comm_.rank() == 0) {
+    store_->clean_leftovers();
+    store_->apply_striping();
+  }
+  comm_.barrier();  // nobody reads while rank 0 cleans
+  // Each rank verifies the files it needs (rank 0's replicated state and its own); a damaged
+  // file can make ranks see different newest steps, so they settle on the lowest and load again
+  // until all hold the same one.
+  const std::vector<std::string> shared = {"model.pt", "optimizer.pt", "trainer.json"};
+  int64_t at_most = std::numeric_limits<int64_t>::max();
+  std::optional<checkpoint::Loaded> loaded;
+  while (true) {
+    loaded = store_->load_latest(shared, at_most);
+    const at::Tensor steps = gather(loaded ? loaded->step : -1);
+    const int64_t agreed = steps.min().item<int64_t>();
+    if (agreed < 0) {
+      if (comm_.rank() == 0 && out_ && steps.max().item<int64_t>() >= 0) {
+        *out_ << rt::rank_prefix()
+              << "no checkpoint every rank can read; starting from the beginning" << std::endl;
+      }
+      return std::nullopt;
+    }
+    if (steps.max().item<int64_t>() == agreed) break;
+    at_most = agreed;
+  }
+  const int64_t step = loaded->step;
+  {
+    const nlohmann::json trainer = nlohmann::json::parse(loaded->files.at("trainer.json"));
+    const nlohmann::json key = resume_key(spec_, state.dataset, state.model);
+    if (trainer.value("resume", nlohmann::json()) != key) {
+      std::ostringstream diff;
+      for (const auto& [k, v] : key.items()) {
+        const auto theirs = trainer["resume"].value(k, nlohmann::json());
+        if (theirs != v)
+          diff << "\n  " << k << ": checkpoint " << theirs.dump() << ", spec " << v.dump();
+      }
+      HPCTRAIN_THROW(rt::Error, "the checkpoint at step " + std::to_string(step) + " in " +
+                                    store_->dir() +
+                                    " was made by a different model or dataset:" + diff.str() +
+                                    "\nHINT: restore the spec, or use a new job.run_dir to "
+                                    "start over");
+    }
+    torch::NoGradGuard no_grad;
+    const model::StateDict weights = model::weights_from_bytes(
+        loaded->files.at("model.pt"), "model.pt of step " + std::to_string(step));
+    model::StateDict own = model::state_dict(state.model);
+    for (const auto& item : own) {
+      const at::Tensor* saved = weights.find(item.key());
+      if (!saved || saved->sizes() != item.value().sizes()) {
+        HPCTRAIN_THROW(rt::Error, "model.pt of step " + std::to_string(step) + " lacks " +
+                                      item.key() + " or has another shape");
+      }
+      item.value().copy_(*saved);
+    }
+    const model::StateDict opt = model::weights_from_bytes(
+        loaded->files.at("optimizer.pt"), "optimizer.pt of step " + std::to_string(step));
+    std::vector<std::pair<std::string, at::Tensor>> entries;
+    for (const auto& item : opt) entries.emplace_back(item.key(), item.value());
+    load_optimizer_state(state.optimizer, state.params, entries);
+    if (state.scaler && trainer["scaler"].is_object()) {
+      state.scaler->load_state({trainer["scaler"]["scale"].get<double>(),
+                                trainer["scaler"]["growth_tracker"].get<int64_t>()});
+    }
+    const auto rng_it = loaded->files.find(rng_file(comm_.rank()));
+    if (rng_it != loaded->files.end()) {
+      const model::StateDict rng =
+          model::weights_from_bytes(rng_it->second, rng_file(comm_.rank()));
+      for (auto& [name, gen] : generators(comm_.device())) {
+        if (const at::Tensor* s = rng.find(name)) {
+          std::lock_guard<std::mutex> lock(gen.mutex());
+          gen.set_state(*s);
+        }
+      }
+    }
+    Resumed r;
+    r.position = {trainer["step"].get<int64_t>(), trainer["epoch"].get<int64_t>(),
+                  trainer["consumed"].get<int64_t>()};
+    r.finished = trainer.value("finished", false);
+    r.world_size = loaded->world_size;
+    last_committed_ = step;
+    return r;
+  }
+}
+
+at::Tensor Checkpointer::gather(int64_t value) {
+  // The communicator sums: each rank fills its own slot of a zero vector.
+  at::Tensor all =
+      at::zeros({comm_.size()}, at::TensorOptions().dtype(at::kLong).device(comm_.device()));
+  all[comm_.rank()] = value;
+  comm_.all_reduce(all);
+  return all.cpu();
+}
+
+void Checkpointer::contribute(float* slots, double step_seconds) {
+  if (!enabled_) return;
+  if (in_flight_) {
+    if (!in_flight_->result) in_flight_->result = store_->poll();  // the store yields it once
+    if (!in_flight_->result) {
+      slots[Agreement::kWritePending] += 1;
+    } else if (in_flight_->result->ok) {
+      slots[Agreement::kWriteDone] += 1;
+    } else {
+      slots[Agreement::kWriteFailed] += 1;
+    }
+  }
+  if (comm_.rank() != 0) return;
+  const double minutes = spec_.checkpoint.every_minutes;
+  if (minutes > 0 && seconds_since(last_save_time_) >= minutes * 60) slots[Agreement::kSaveNow] = 1;
+  if (job_end_time_) {
+    // Stop while a save still fits: twice the last save, a few steps, and a margin for the exit.
+    const double left = static_cast<double>(*job_end_time_ - std::time(nullptr));
+    const double needed = 2 * last_save_seconds_ + 3 * step_seconds + 30;
+    if (left < needed) slots[Agreement::kDeadline] = 1;
+  }
+}
+
+void Checkpointer::settle(const float* agreed) {
+  if (!in_flight_) return;
+  if (agreed[Agreement::kWriteFailed] > 0) {
+    if (in_flight_->result && !in_flight_->result->ok) {
+      std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step
+                << ": writing this rank's part failed: " << in_flight_->result->error << std::endl;
+    }
+    if (!in_flight_->result) in_flight_->result = store_->wait();
+    if (comm_.rank() == 0) {
+      store_->abandon(in_flight_->step);
+      std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step
+                << " NOT committed: a rank could not write its part (see its error line)"
+                << std::endl;
+    }
+    in_flight_.reset();
+    return;
+  }
+  if (agreed[Agreement::kWriteDone] < comm_.size()) return;  // still writing somewhere
+  if (comm_.rank() == 0) {
+    try {
+      store_->commit(in_flight_->step, in_flight_->meta);
+      last_committed_ = in_flight_->step;
+      last_save_seconds_ = seconds_since(in_flight_->started);
+      if (out_) {
+        *out_ << rt::rank_prefix() << "checkpoint step " << in_flight_->step << " committed ("
+              << std::fixed << std::setprecision(1) << last_save_seconds_
+              << " s, in the background)" << std::endl;
+      }
+    } catch (const rt::Error& e) {
+      std::cerr << e.what() << std::endl;
+    }
+  }
+  in_flight_.reset();
+}
+
+bool Checkpointer::due(int64_t step, const float* agreed) const {
+  if (!enabled_) return false;
+  const int64_t every = spec_.checkpoint.every_steps;
+  return (every > 0 && step % every == 0) || agreed[Agreement::kSaveNow] > 0;
+}
+
+void Checkpointer::commit_agreed(int64_t step, const nlohmann::json& meta, bool all_ok) {
+  bool committed = false;
+  std::string problem = "a rank could not write its part (see its error line)";
+  if (comm_.rank() == 0) {
+    if (all_ok) {
+      try {
+        store_->commit(step, meta);
+        committed = true;
+      } catch (const rt::Error& e) {
+        problem = e.message();
+      }
+    } else {
+      store_->abandon(step);
+    }
+  }
+  // Every rank learns the outcome, so all of them report and decide alike.
+  committed = all_ranks(comm_.rank() == 0 ? committed : true);
+  if (committed) {
+    last_committed_ = step;
+  } else if (comm_.rank() == 0) {
+    std::cerr << rt::rank_prefix() << "checkpoint step " << step << " NOT committed: " << problem
+              << std::endl;
+  }
+}
+
+void Checkpointer::save(TrainingState& state, const Position& position, bool finished,
+                        bool allow_async) {
+  if (!enabled_) return;
+  drain();  // at most one save in flight
+  const auto t0 = Clock::now();
+  nlohmann::json meta;
+  checkpoint::Part part = capture(state, position, finished, meta);
+  last_save_time_ = Clock::now();
+  if (allow_async && spec_.checkpoint.async) {
+    store_->start_write(position.step, std::move(part));
+    in_flight_ = std::make_unique<InFlight>();
+    in_flight_->step = position.step;
+    in_flight_->meta = meta;
+    in_flight_->started = t0;
+    return;
+  }
+  const auto result = store_->write_part(position.step, part);
+  if (!result.ok) {
+    std::cerr << rt::rank_prefix() << "checkpoint step " << position.step
+              << ": writing this rank's part failed: " << result.error << std::endl;
+  }
+  commit_agreed(position.step, meta, all_ranks(result.ok));
+  last_save_seconds_ = seconds_since(t0);
+  if (comm_.rank() == 0 && out_ && last_committed_ == position.step) {
+    *out_ << rt::rank_prefix() << "checkpoint step " << position.step << " committed ("
+          << std::fixed << std::setprecision(1) << last_save_seconds_ << " s)" << std::endl;
+  }
+}
+
+void Checkpointer::drain() {
+  if (!in_flight_) return;
+  if (!in_flight_->result) in_flight_->result = store_->wait();
+  const checkpoint::WriteResult result = *in_flight_->result;
+  if (!result.ok) {
+    std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step
+              << ": writing this rank's part failed: " << result.error << std::endl;
+  }
+  const auto step = in_flight_->step;
+  const auto meta = in_flight_->meta;
+  const auto started = in_flight_->started;
+  in_flight_.reset();
+  commit_agreed(step, meta, all_ranks(result.ok));
+  if (comm_.rank() == 0 && out_ && last_committed_ == step) {
+    *out_ << rt::rank_prefix() << "checkpoint step " << step << " committed (" << std::fixed
+          << std::setprecision(1) << seconds_since(started) << " s, in the background)"
+          << std::endl;
+  }
+}
+
+}  // namespace hpctrain::train

@@ -1,0 +1,130 @@
+// The trainer's checkpoints (docs/checkpoint-format.md): what one holds, when one is taken, and
+// resuming from the newest one every rank can read.
+//
+// Contents of step-N/: model.pt (parameters and rank 0's buffers, torch.load-able), optimizer.pt
+// (per-parameter state, named as PyTorch's optimizer state), trainer.json (step, epoch, the
+// global data position, the loss scaler, and what resume must find unchanged: architecture,
+// classes, optimizer, dataset), and rng-rank-R.pt per rank (its CPU and CUDA generator states).
+// The data pipeline needs no state of its own: every random choice is a function of (seed,
+// epoch, sample index), and the position is the global count of samples consumed.
+//
+// When: every checkpoint.every_steps steps, every checkpoint.every_minutes (rank 0's clock), at the
+// end (marked finished, so a restarted finished run exits at once), when a stop signal arrives,
+// and before the job's time limit (SLURM_JOB_END_TIME less the measured save time and a margin).
+// Every decision is agreed through the trainer's per-step all-reduce, so all ranks save the same
+// steps. Saving is two-phase (checkpoint/store.hpp): every rank writes and fsyncs its part, the
+// ranks agree all succeeded, then rank 0 commits; with checkpoint.async the writing runs in the
+// background while training goes on, and the commit happens at the first step boundary where
+// every rank reports its write done.
+// Thread safety: the training thread only (the store's writer thread is internal).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "checkpoint/store.hpp"
+#include "data/format.hpp"
+#include "dist/communicator.hpp"
+#include "model/model.hpp"
+#include "train/grad_scaler.hpp"
+#include "train/optimizer.hpp"
+
+namespace hpctrain::spec {
+struct Spec;
+}
+
+namespace hpctrain::train {
+
+// Where training stands at a step boundary.
+struct Position {
+  int64_t step = 0;      // optimizer steps completed
+  int64_t epoch = 0;     // the epoch being read (0-based)
+  int64_t consumed = 0;  // samples of that epoch's order consumed by all ranks together
+};
+
+// What the trainer hands to the checkpointer to save or restore.
+struct TrainingState {
+  model::Classifier& model;
+  torch::optim::Optimizer& optimizer;
+  const NamedParams& params;
+  GradScaler* scaler;                // null unless fp16
+  const data::DatasetInfo& dataset;  // the training set's
+};
+
+// Slots of the per-step agreement (a small all-reduced vector) the checkpointer reads and fills.
+struct Agreement {
+  static constexpr int kFoundInf = 0;  // fp16: some gradient was inf/NaN (skip the step)
+  static constexpr int kStop = 1;      // a stop signal reached some rank
+  static constexpr int kSaveNow = 2;   // rank 0: the minutes interval or the deadline is due
+  static constexpr int kDeadline = 3;  // rank 0: the job's time limit is near: save and stop
+  static constexpr int kWritePending = 4;
+  static constexpr int kWriteFailed = 5;
+  static constexpr int kWriteDone = 6;
+  static constexpr int kSize = 7;
+};
+
+class Checkpointer {
+ public:
+  Checkpointer(const spec::Spec& spec, const std::filesystem::path& run_dir,
+               dist::Communicator& comm, std::optional<int64_t> job_end_time, std::ostream* out);
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  bool enabled() const { return enabled_; }
+
+  // Collective. Restores the newest checkpoint that every rank can read (a damaged one is
+  // reported and the previous one used) into `state`; nullopt when there is none. Throws
+  // rt::Error when the spec changed in a way that breaks resume. `finished` tells a restarted
+  // run that ended already.
+  struct Resumed {
+    Position position;
+    bool finished = false;
+    int64_t world_size = 0;  // the checkpoint's
+  };
+  std::optional<Resumed> restore(TrainingState& state);
+
+  // Fills this rank's slots of the agreement before the per-step all-reduce; `step_seconds` is
+  // the last step's duration (for the deadline).
+  void contribute(float* slots, double step_seconds);
+  // After the all-reduce: commits or abandons the background save as the ranks agreed.
+  void settle(const float* agreed);
+  // Whether step `step` (just completed) is due for a checkpoint (every_steps), given the
+  // agreement.
+  bool due(int64_t step, const float* agreed) const;
+
+  // Collective. Saves `position`: synchronously, or, with checkpoint.async and `allow_async`,
+  // snapshots to memory and writes in the background (waiting first for a save in flight).
+  void save(TrainingState& state, const Position& position, bool finished, bool allow_async);
+  // Collective. Waits for a save in flight and commits it (before exiting or reporting).
+  void drain();
+
+  // The newest step committed by this run (rank 0's view), or -1.
+  int64_t last_committed() const { return last_committed_; }
+
+ private:
+  struct InFlight;
+  checkpoint::Part capture(TrainingState& state, const Position& position, bool finished,
+                           nlohmann::json& meta) const;
+  void commit_agreed(int64_t step, const nlohmann::json& meta, bool all_ok);
+  bool all_ranks(bool ok);
+  // Every rank's `value`, by rank.
+  at::Tensor gather(int64_t value);
+
+  const spec::Spec& spec_;
+  dist::Communicator& comm_;
+  std::optional<int64_t> job_end_time_;
+  std::ostream* out_;
+  bool enabled_ = false;
+  std::unique_ptr<checkpoint::Store> store_;
+  std::unique_ptr<InFlight> in_flight_;
+  int64_t last_committed_ = -1;
+  double last_save_seconds_ = 0;
+  std::chrono::steady_clock::time_point last_save_time_;
+};
+
+}  // namespace hpctrain::train

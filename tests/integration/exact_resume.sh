@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Exact resume (docs/checkpoint-format.md), with real worker processes on this machine:
+#  1. 2 ranks uninterrupted, then 2 ranks stopped by SIGUSR2 at a random moment (mid-epoch
+#     included), exit 75 after checkpointing, restarted with nothing changed: the final weights'
+#     fingerprints are bitwise equal, and the restarted run resumed from the stop's checkpoint.
+#  2. 4 ranks stopped at a random moment, resumed on 2 ranks: finishes, and over both attempts
+#     every sample of the interrupted epoch was read once: no sample twice, none skipped.
+#  3. A finished run restarted exits 0 at once without training.
+#   exact_resume.sh WORKER
+set -uo pipefail
+worker=$1
+work=$(mktemp -d /var/tmp/hpctrain-resume.XXXXXX)
+pids=()
+cleanup() { kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; exit 1; }
+port() { echo $((20000 + RANDOM % 20000)); }
+
+spec() {  # spec NAME: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks
+  cat > "$work/$1.toml" <<TOML
+[job]
+name = "$1"
+tasks_per_node = 2
+run_dir = "$work/$1"
+[data]
+synthetic = true
+synthetic_samples = 1024
+synthetic_image_size = 16
+workers = 1
+[model]
+arch = "resnet20"
+num_classes = 10
+[train]
+epochs = 2
+batch_size = 16
+threads = 1
+log_every_steps = 4
+eval_every_epochs = 0
+[train.optimizer]
+lr = 0.05
+[checkpoint]
+every_steps = 5
+TOML
+}
+
+# launch NAME RANKS LOG: starts RANKS worker processes (torchrun's variables) in the background;
+# each rank traces its samples to LOG.trace.rank-R.
+launch() {
+  local name=$1 n=$2 log=$3 p r
+  p=$(port)
+  pids=()
+  for ((r = 0; r < n; r++)); do
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \
+      HPCTRAIN_TRACE_SAMPLES=$log.trace "$worker" --spec "$work/$name.toml" \
+      >> "$log.rank$r" 2>&1 &
+    pids+=($!)
+  done
+}
+
+# finish: waits for every launched rank; their exit statuses, space-separated, in $statuses.
+finish() {
+  local all=() p
+  for p in "${pids[@]}"; do wait "$p"; all+=($?); done
+  pids=()
+  statuses="${all[*]}"
+}
+
+fingerprint() {  # fingerprint LOG: rank 0's final weights fingerprint
+  grep -ohE 'final weights fnv1a64 0x[0-9a-f]+' "$1.rank0" | tail -n 1 | awk '{print $NF}'
+}
+
+# 1. uninterrupted vs stopped and resumed, 2 ranks.
+spec straight
+launch straight 2 "$work/straight.log"
+finish; [[ $statuses == "0 0" ]] || fail "uninterrupted run"
+want=$(fingerprint "$work/straight.log")
+[[ -n $want ]] || fail "no fingerprint"
+
+spec stopped
+sed -i "s|run_dir = .*|run_dir = \"$work/stopped\"|" "$work/stopped.toml"
+launch stopped 2 "$work/stopped.log"
+delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 2 + 5 * r / 32767 }')
+sleep "$delay"
+kill -USR2 "${pids[@]}" 2>/dev/null
+finish
+if [[ $statuses == "0 0" ]]; then
+  echo "the run finished before the signal at ${delay}s; nothing to resume (rerun the test)"
+  exit 1
+fi
+[[ $statuses == "75 75" ]] || fail "stopped run exited '$statuses', want '75 75'"
+stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/stopped.log.rank0" | grep -oE '[0-9]+$')
+grep -q "checkpoint step $stopped_at committed" "$work/stopped.log.rank0" || fail "no checkpoint at the stop"
+launch stopped 2 "$work/stopped.log"
+finish; [[ $statuses == "0 0" ]] || fail "resumed run"
+grep -q "resuming from checkpoint step $stopped_at " "$work/stopped.log.rank0" || fail "did not resume at $stopped_at"
+got=$(fingerprint "$work/stopped.log")
+echo "stopped at ${delay}s, step $stopped_at of 64; fingerprints: uninterrupted $want, resumed $got"
+[[ $got == "$want" ]] || fail "resumed weights differ from the uninterrupted run's"
+
+# 2. 4 ranks stopped, resumed on 2: every sample of the interrupted epoch once.
+spec shrink
+sed -i 's/^epochs = 2/epochs = 1/; s/^synthetic_samples = 1024/synthetic_samples = 2048/; s/^tasks_per_node = 2/tasks_per_node = 4/' "$work/shrink.toml"
+launch shrink 4 "$work/shrink.log"
+sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 3 + 4 * r / 32767 }')"
+kill -USR2 "${pids[@]}" 2>/dev/null
+finish
+[[ $statuses == "75 75 75 75" ]] || fail "4-rank stop exited '$statuses'"
+sed -i 's/^tasks_per_node = 4/tasks_per_node = 2/' "$work/shrink.toml"  # the world size may change
+launch shrink 2 "$work/shrink2.log"
+finish; [[ $statuses == "0 0" ]] || fail "2-rank resume"
+grep -q "saved by 4 ranks, now 2" "$work/shrink2.log.rank0" || fail "no world-size change reported"
+resumed_step=$(grep -ohE 'resuming from checkpoint step [0-9]+' "$work/shrink2.log.rank0" | grep -oE '[0-9]+$')
+python3 - "$work/shrink.log.trace" "$work/shrink2.log.trace" "$resumed_step" <<'PY' || fail "samples of the interrupted epoch"
+import glob, sys
+first, second, resumed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seen = []
+# The 4-rank attempt up to the checkpoint it resumed from, then all of the 2-rank attempt.
+for path in glob.glob(first + ".rank-*"):
+    for line in open(path):
+        f = line.split()
+        if int(f[1]) < resumed:
+            seen.extend(int(x) for x in f[2:])
+for path in glob.glob(second + ".rank-*"):
+    for line in open(path):
+        seen.extend(int(x) for x in line.split()[2:])
+dupes = len(seen) - len(set(seen))
+print(f"4 -> 2 ranks: resumed at step {resumed}; {len(seen)} samples read, {dupes} twice")
+# 2048 samples, batches of 16: the 4-rank part reads whole steps of 64, the 2-rank rest whole
+# steps of 32, so at most 31 are left over at the end of the epoch (the drop tail policy).
+sys.exit(1 if dupes or len(seen) < 2048 - 31 else 0)
+PY
+
+# 3. A finished run, restarted: nothing to do, exit 0 at once.
+launch straight 2 "$work/again.log"
+finish; [[ $statuses == "0 0" ]] || fail "restart of a finished run"
+grep -q "finished already" "$work/again.log.rank0" || fail "a finished run trained again"
+echo "exact resume: ok"
