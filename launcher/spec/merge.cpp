@@ -136,6 +136,14 @@ Spec build(const Typedmap& m, const fs::path& spec_dir, const LoadOptions& optio
   for (auto* paths : {&s.data.train, &s.data.val}) {
     for (auto& p : *paths) p = absolute_from(spec_dir, p).string();
   }
+  // The CIFAR ResNets have one stem: when the spec leaves model.stem to its default, the frozen
+  // spec says which one the model has.
+  const auto arch = s.model.arch;
+  if ((arch == Arch::kResNet20 || arch == Arch::kResNet32 || arch == Arch::kResNet44 ||
+       arch == Arch::kResNet56 || arch == Arch::kResNet110) &&
+      origin_of(m, "model.stem").is_default()) {
+    s.model.stem = Stem::kCifar;
+  }
   if (s.model.pretrained)
     s.model.pretrained = absolute_from(spec_dir, *s.model.pretrained).string();
   // Apptainer opens a local image from the job's working directory (run_dir), not the spec's:

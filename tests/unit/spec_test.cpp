@@ -149,6 +149,26 @@ TEST(Spec, SourceTreeProfilesLoad) {
   EXPECT_EQ(r.spec.job.partition, "debug");
 }
 
+TEST(Spec, TheFrozenStemOfACifarResNetLoadsAgain) {
+  // A spec with model.stem left to its default freezes the stem the model has; the frozen spec
+  // (which the worker reads) must pass the same checks.
+  TempDir dir;
+  const auto r = load_text(dir, minimal_spec("[model]\narch = \"resnet20\"\n"));
+  EXPECT_EQ(r.spec.model.stem, Stem::kCifar);
+  const std::string frozen = freeze(r.spec);
+  EXPECT_NE(frozen.find("stem = \"cifar\""), std::string::npos) << frozen;
+  TempDir other;
+  write_text(other / "spec.toml", frozen);
+  EXPECT_NO_THROW(load(options_for(other / "spec.toml")));
+  // Asked for explicitly, a stem the architecture does not have is an error.
+  EXPECT_THROW(load_text(dir, minimal_spec("[model]\narch = \"resnet20\"\nstem = \"imagenet\"\n")),
+               SpecError);
+  EXPECT_THROW(load_text(dir, minimal_spec("[model]\narch = \"alexnet\"\nstem = \"cifar\"\n")),
+               SpecError);
+  EXPECT_NO_THROW(load_text(dir, minimal_spec("[model]\narch = \"alexnet\"\n")));
+  EXPECT_NO_THROW(load_text(dir, minimal_spec("[model]\narch = \"resnet18\"\nstem = \"cifar\"\n")));
+}
+
 TEST(Spec, FreezeIsCanonicalAndRoundTrips) {
   TempDir dir;
   const auto r = load_text(dir,
