@@ -7,12 +7,12 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <new>
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/utc.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::checkpoint {
@@ -124,15 +124,6 @@ bool valid_file_name(const std::string& name) {
 std::string octal(uint32_t mode) {
   char text[16];
   std::snprintf(text, sizeof text, "%04o", mode & 07777);
-  return text;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
 }
 
