@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
+#include "common/utc.hpp"
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
 #include "slurm/client.hpp"
@@ -35,7 +36,7 @@ void add_submit(CLI::App& app) {
       return;
     }
     const std::string job_id = slurm::make_command_client()->submit(prepared.script);
-    run::record_submission(prepared.run_dir, {job_id, run::utc_now(), prepared.array_tasks});
+    run::record_submission(prepared.run_dir, {job_id, utc_now(), prepared.array_tasks});
     std::cerr << "submitted job " << job_id << "; run directory " << prepared.run_dir.string()
               << '\n';
     std::cout << job_id << '\n';

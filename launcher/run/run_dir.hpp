@@ -67,7 +67,4 @@ std::optional<std::string> last_metrics_line(const fs::path& dir);
 // The last complete line of each kind ("train", "eval") in the tail of metrics.jsonl.
 std::map<std::string, std::string> last_metrics_by_kind(const fs::path& dir);
 
-// The UTC time now, ISO 8601 to the second.
-std::string utc_now();
-
 }  // namespace hpctrain::run

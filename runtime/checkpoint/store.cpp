@@ -7,12 +7,12 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <new>
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/utc.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::checkpoint {
@@ -27,6 +27,8 @@ constexpr const char* kFormatName = "hpctrain-checkpoint";
 constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
 // Hash a piece, then write it while it is still in cache: one pass over memory, not two.
 constexpr size_t kChunk = size_t{1} << 20;
+// Files a rank's write_part keeps open between writing and syncing them.
+constexpr size_t kMaxUnsynced = 64;
 // Lustre stripe sizes are multiples of 64 KiB.
 constexpr int64_t kStripeUnit = 64 << 10;
 
@@ -59,19 +61,28 @@ std::string hash_of(std::string_view data) {
   return hex64(hash.digest());
 }
 
-// Creates `path` (never over an existing file), writes `data`, fsyncs and closes it; returns
-// the XXH3-64 of what it wrote.
-std::string write_durably(Env& env, const std::string& path, std::string_view data, uint32_t mode) {
+// Creates `path` (never over an existing file) and writes `data`, not yet synced; sets `hash`
+// to the XXH3-64 of what it wrote.
+std::unique_ptr<WritableFile> write_file(Env& env, const std::string& path, std::string_view data,
+                                         uint32_t mode, std::string* hash) {
   auto file = env.new_file(path, mode);
-  Xxh3 hash;
+  Xxh3 xxh3;
   for (size_t at = 0; at < data.size(); at += kChunk) {
     const std::string_view piece = data.substr(at, kChunk);
-    hash.update(piece);
+    xxh3.update(piece);
     file->append(piece);
   }
+  *hash = hex64(xxh3.digest());
+  return file;
+}
+
+// write_file, then fsync and close; returns the hash.
+std::string write_durably(Env& env, const std::string& path, std::string_view data, uint32_t mode) {
+  std::string hash;
+  auto file = write_file(env, path, data, mode, &hash);
   file->sync();
   file->close();
-  return hex64(hash.digest());
+  return hash;
 }
 
 bool all_digits(std::string_view text) {
@@ -113,15 +124,6 @@ bool valid_file_name(const std::string& name) {
 std::string octal(uint32_t mode) {
   char text[16];
   std::snprintf(text, sizeof text, "%04o", mode & 07777);
-  return text;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
 }
 
@@ -294,12 +296,26 @@ WriteResult Store::write_part(int64_t step, const Part& part) {
         HPCTRAIN_THROW(rt::Error, tmp + " exists and is not a directory");
       }
     }
+    // Every file written first, then every one fsynced: the device writes them all back
+    // together, and on a journalling filesystem the first fsync commits the others' metadata
+    // too (one journal commit, not one a file). A bound on the files held open.
+    std::vector<std::unique_ptr<WritableFile>> unsynced;
+    const auto sync_all = [&unsynced] {
+      for (auto& file : unsynced) {
+        file->sync();
+        file->close();
+      }
+      unsynced.clear();
+    };
     json files = json::object();
     for (const auto& [name, bytes] : part.files) {
-      const std::string hash = write_durably(env_, join_path(tmp, name), bytes, file_mode());
+      std::string hash;
+      unsynced.push_back(write_file(env_, join_path(tmp, name), bytes, file_mode(), &hash));
       files[name] = {{"size", bytes.size()}, {"xxh3_64", hash}};
       result.bytes += static_cast<int64_t>(bytes.size());
+      if (unsynced.size() >= kMaxUnsynced) sync_all();
     }
+    sync_all();
     const json part_manifest = {{"format_version", kFormatVersion},
                                 {"step", step},
                                 {"rank", rank_},

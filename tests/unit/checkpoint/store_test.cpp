@@ -36,10 +36,13 @@ StoreOptions keep(int64_t last, std::vector<std::string>* reports = nullptr, int
   return o;
 }
 
-// Two ranks in one process over one directory.
+// Two ranks in one process over TMP/checkpoints in a fresh temporary directory; what the store
+// reports is kept.
 struct TwoRanks {
-  TwoRanks(const std::string& dir, StoreOptions options, Env& env = default_env())
-      : rank0(dir, options, 0, 2, env), rank1(dir, options, 1, 2, env) {}
+  explicit TwoRanks(int64_t keep_last = 3, int64_t keep_every = 0)
+      : dir(tmp / "checkpoints"),
+        rank0(dir.string(), keep(keep_last, &reports, keep_every), 0, 2),
+        rank1(dir.string(), keep(keep_last, &reports, keep_every), 1, 2) {}
 
   // Both ranks write their part of `step` (rank 1 on a thread, as another process would, at
   // the same time), then rank 0 commits.
@@ -53,6 +56,9 @@ struct TwoRanks {
     rank0.commit(step, meta);
   }
 
+  hpctrain::test::TempDir tmp;
+  fs::path dir;
+  std::vector<std::string> reports;
   Store rank0, rank1;
 };
 
@@ -77,9 +83,7 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 TEST(CheckpointStore, TwoRanksRoundTripEveryFileBitForBitWithMeta) {
-  hpctrain::test::TempDir tmp;
-  const std::string dir = tmp.file("checkpoints");
-  TwoRanks ranks(dir, keep(3));
+  TwoRanks ranks;
   const json meta = {{"epoch", 3}, {"consumed_samples", 123456789012LL}, {"spec_hash", "ab12"}};
   ranks.save(10, meta);
 
@@ -94,8 +98,8 @@ TEST(CheckpointStore, TwoRanksRoundTripEveryFileBitForBitWithMeta) {
   }
   // The layout docs/checkpoint-format.md describes: the committed directory with its manifest,
   // no temporary directory left.
-  const fs::path step_dir = fs::path(dir) / "step-000000010";
-  EXPECT_FALSE(fs::exists(fs::path(dir) / ".step-000000010.tmp"));
+  const fs::path step_dir = ranks.dir / "step-000000010";
+  EXPECT_FALSE(fs::exists(ranks.dir / ".step-000000010.tmp"));
   const json manifest = json::parse(read_bytes(step_dir / "manifest.json"));
   EXPECT_EQ(manifest["format"], "hpctrain-checkpoint");
   EXPECT_EQ(manifest["format_version"], kFormatVersion);
@@ -111,8 +115,7 @@ TEST(CheckpointStore, TwoRanksRoundTripEveryFileBitForBitWithMeta) {
 }
 
 TEST(CheckpointStore, NewestByStepNumberNotByTime) {
-  hpctrain::test::TempDir tmp;
-  TwoRanks ranks(tmp.file("checkpoints"), keep(3));
+  TwoRanks ranks;
   ranks.save(20);
   ranks.save(10);  // committed later, but an older step: kept, and not the one loaded
   EXPECT_EQ(ranks.rank0.committed_steps(), (std::vector<int64_t>{10, 20}));
@@ -177,13 +180,10 @@ std::vector<Damage> damages() {
 TEST(CheckpointStore, DamagedNewestIsReportedAndThePreviousLoaded) {
   for (const auto& damage : damages()) {
     SCOPED_TRACE(damage.name);
-    hpctrain::test::TempDir tmp;
-    std::vector<std::string> reports;
-    const std::string dir = tmp.file("checkpoints");
-    TwoRanks ranks(dir, keep(3, &reports));
+    TwoRanks ranks;
     ranks.save(1);
     ranks.save(2);
-    const fs::path newest = fs::path(dir) / "step-000000002";
+    const fs::path newest = ranks.dir / "step-000000002";
     damage.apply(newest);
 
     // Rank 1 reads every kind of file damaged here (its own and the shared ones).
@@ -191,27 +191,25 @@ TEST(CheckpointStore, DamagedNewestIsReportedAndThePreviousLoaded) {
     ASSERT_TRUE(loaded);
     EXPECT_EQ(loaded->step, 1);
     EXPECT_EQ(loaded->files, expected_files(kSeed, 1, 1));
+    const auto& reports = ranks.reports;
     ASSERT_EQ(reports.size(), 1u) << joined(reports);
     EXPECT_NE(reports[0].find(newest.string()), std::string::npos) << reports[0];
     EXPECT_NE(reports[0].find(damage.reason), std::string::npos) << reports[0];
     EXPECT_NE(reports[0].find(damage.file), std::string::npos) << reports[0];
 
     // Nothing good at all: absence, not an error.
-    damage.apply(fs::path(dir) / "step-000000001");
-    reports.clear();
+    damage.apply(ranks.dir / "step-000000001");
+    ranks.reports.clear();
     EXPECT_FALSE(ranks.rank1.load_latest(shared_files()));
     EXPECT_EQ(reports.size(), 2u) << joined(reports);
   }
 }
 
 TEST(CheckpointStore, RanksThatDisagreeAgreeOnTheMinimumWithAtMost) {
-  hpctrain::test::TempDir tmp;
-  std::vector<std::string> reports;
-  const std::string dir = tmp.file("checkpoints");
-  TwoRanks ranks(dir, keep(3, &reports));
+  TwoRanks ranks;
   ranks.save(1);
   ranks.save(2);
-  fs::remove(fs::path(dir) / "step-000000002" / "rng-1.bin");  // only rank 1 reads it
+  fs::remove(ranks.dir / "step-000000002" / "rng-1.bin");  // only rank 1 reads it
   const auto on0 = ranks.rank0.load_latest(shared_files());
   const auto on1 = ranks.rank1.load_latest(shared_files());
   ASSERT_TRUE(on0 && on1);
@@ -225,9 +223,8 @@ TEST(CheckpointStore, RanksThatDisagreeAgreeOnTheMinimumWithAtMost) {
 }
 
 TEST(CheckpointStore, CleanLeftoversRemovesOursOnly) {
-  hpctrain::test::TempDir tmp;
-  const fs::path dir = tmp / "checkpoints";
-  TwoRanks ranks(dir.string(), keep(3));
+  TwoRanks ranks;
+  const fs::path& dir = ranks.dir;
   ranks.save(5);
   // An interrupted save (temporary directory with a file), one renamed but never committed,
   // and things that are not ours.
@@ -254,8 +251,7 @@ TEST(CheckpointStore, CleanLeftoversRemovesOursOnly) {
 }
 
 TEST(CheckpointStore, RetentionKeepsTheLastAndEveryMth) {
-  hpctrain::test::TempDir tmp;
-  TwoRanks last2(tmp.file("a"), keep(2));
+  TwoRanks last2(/*keep_last=*/2);
   for (int64_t step = 1; step <= 5; ++step) {
     last2.save(step);
     // The newest always survives its own commit; older ones go only once a newer one exists.
@@ -264,14 +260,14 @@ TEST(CheckpointStore, RetentionKeepsTheLastAndEveryMth) {
     EXPECT_EQ(steps.size(), static_cast<size_t>(std::min<int64_t>(step, 2)));
   }
   EXPECT_EQ(last2.rank0.committed_steps(), (std::vector<int64_t>{4, 5}));
-  EXPECT_FALSE(fs::exists(tmp / "a" / "step-000000003"));
+  EXPECT_FALSE(fs::exists(last2.dir / "step-000000003"));
 
-  TwoRanks every3(tmp.file("b"), keep(2, nullptr, /*every=*/3));
+  TwoRanks every3(/*keep_last=*/2, /*keep_every=*/3);
   for (int64_t step = 1; step <= 7; ++step) every3.save(step);
   EXPECT_EQ(every3.rank0.committed_steps(), (std::vector<int64_t>{3, 6, 7}));
 
   // An older step committed after newer ones deletes nothing newer, even keeping one.
-  TwoRanks last1(tmp.file("c"), keep(1));
+  TwoRanks last1(/*keep_last=*/1);
   last1.save(30);
   last1.save(20);
   last1.save(10);
@@ -281,15 +277,13 @@ TEST(CheckpointStore, RetentionKeepsTheLastAndEveryMth) {
 }
 
 TEST(CheckpointStore, ExistingStepIsMovedAsideNeverOverwritten) {
-  hpctrain::test::TempDir tmp;
-  std::vector<std::string> reports;
-  const fs::path dir = tmp / "checkpoints";
-  TwoRanks ranks(dir.string(), keep(3, &reports));
+  TwoRanks ranks;
+  const fs::path& dir = ranks.dir;
   ranks.save(4);
   // Damaged, passed over at load, and the run reaches step 4 again.
   write_bytes(dir / "step-000000004" / "rng-0.bin", "garbage");
   ranks.save(4, {{"second", true}});
-  EXPECT_TRUE(contains(reports, "step-000000004.replaced-1")) << joined(reports);
+  EXPECT_TRUE(contains(ranks.reports, "step-000000004.replaced-1")) << joined(ranks.reports);
   EXPECT_EQ(read_bytes(dir / "step-000000004.replaced-1" / "rng-0.bin"), "garbage");
   const auto loaded = ranks.rank0.load_latest(shared_files());
   ASSERT_TRUE(loaded);
@@ -298,9 +292,7 @@ TEST(CheckpointStore, ExistingStepIsMovedAsideNeverOverwritten) {
 }
 
 TEST(CheckpointStore, CommitWithoutEveryPartFailsAndCommitsNothing) {
-  hpctrain::test::TempDir tmp;
-  const fs::path dir = tmp / "checkpoints";
-  TwoRanks ranks(dir.string(), keep(3));
+  TwoRanks ranks;
   ranks.save(1);
   ASSERT_TRUE(ranks.rank0.write_part(2, make_part(kSeed, 2, 0)));  // rank 1 never wrote
   try {
@@ -313,7 +305,7 @@ TEST(CheckpointStore, CommitWithoutEveryPartFailsAndCommitsNothing) {
   EXPECT_EQ(ranks.rank1.load_latest(shared_files())->step, 1);
   EXPECT_THROW(ranks.rank1.commit(2, json::object()), rt::Error);  // rank 0's job
   ranks.rank0.abandon(2);
-  EXPECT_FALSE(fs::exists(dir / ".step-000000002.tmp"));
+  EXPECT_FALSE(fs::exists(ranks.dir / ".step-000000002.tmp"));
   EXPECT_EQ(ranks.rank0.committed_steps(), std::vector<int64_t>{1});
 }
 
