@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <ctime>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -60,7 +61,8 @@ struct Checkpointer::InFlight {
   int64_t step = 0;
   nlohmann::json meta;
   Clock::time_point started;
-  std::optional<checkpoint::WriteResult> result;  // once the store has yielded it
+  std::future<checkpoint::WriteResult> write;     // serialise + write_part, in the background
+  std::optional<checkpoint::WriteResult> result;  // once collected from `write`
 };
 
 Checkpointer::Checkpointer(const spec::Spec& spec, const std::filesystem::path& run_dir,
@@ -86,31 +88,43 @@ bool Checkpointer::all_ranks(bool ok) {
   return t.item<double>() == comm_.size();
 }
 
-checkpoint::Part Checkpointer::capture(TrainingState& state, const Position& position,
-                                       bool finished, nlohmann::json& meta) const {
-  checkpoint::Part part;
+Checkpointer::Snapshot Checkpointer::capture(TrainingState& state, const Position& position,
+                                             bool finished, bool copy) {
+  Snapshot snap;
   torch::NoGradGuard no_grad;
-  {
-    // Every generator of this rank (dropout draws from them; the data pipeline does not).
-    std::vector<std::pair<std::string, at::Tensor>> rng;
-    for (auto& [name, gen] : generators(comm_.device())) {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      rng.emplace_back(name, gen.get_state());
+  // Copies to host memory when the save continues in the background, so training may change the
+  // model meanwhile; a synchronous save serialises the tensors themselves. The copies go into
+  // buffers kept from the last save (at most one save is in flight, so they are free again):
+  // fresh allocations would page-fault on every save, most of the stall.
+  const auto keep = [&](const std::string& name, const at::Tensor& t) {
+    if (!copy) return t.detach();
+    at::Tensor& buffer = snapshot_buffers_[name];
+    if (!buffer.defined() || buffer.sizes() != t.sizes() || buffer.dtype() != t.dtype()) {
+      buffer = at::empty(t.sizes(), t.options().device(at::kCPU));
     }
-    part.files[rng_file(comm_.rank())] = model::weights_to_bytes(to_state_dict(rng));
+    buffer.copy_(t.detach());
+    return buffer;
+  };
+  // Every generator of this rank (dropout draws from them; the data pipeline does not).
+  for (auto& [name, gen] : generators(comm_.device())) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    snap.rng.emplace_back(name, gen.get_state());
   }
-  meta = {{"step", position.step},
-          {"epoch", position.epoch},
-          {"consumed", position.consumed},
-          {"finished", finished},
-          {"world_size", comm_.size()},
-          {"batch_size", spec_.train.batch_size},
-          {"time", static_cast<int64_t>(std::time(nullptr))}};
-  if (comm_.rank() != 0) return part;
-  part.files["model.pt"] = model::weights_to_bytes(model::state_dict(state.model));
-  part.files["optimizer.pt"] =
-      model::weights_to_bytes(to_state_dict(optimizer_state(state.optimizer, state.params)));
-  nlohmann::json trainer = meta;
+  snap.meta = {{"step", position.step},
+               {"epoch", position.epoch},
+               {"consumed", position.consumed},
+               {"finished", finished},
+               {"world_size", comm_.size()},
+               {"batch_size", spec_.train.batch_size},
+               {"time", static_cast<int64_t>(std::time(nullptr))}};
+  if (comm_.rank() != 0) return snap;
+  for (const auto& item : model::state_dict(state.model)) {
+    snap.model.emplace_back(item.key(), keep("model/" + item.key(), item.value()));
+  }
+  for (const auto& [name, t] : optimizer_state(state.optimizer, state.params)) {
+    snap.optimizer.emplace_back(name, keep("optimizer/" + name, t));
+  }
+  nlohmann::json trainer = snap.meta;
   trainer["format_version"] = kFormatVersion;
   trainer["resume"] = resume_key(spec_, state.dataset, state.model);
   if (state.scaler) {
@@ -119,7 +133,17 @@ checkpoint::Part Checkpointer::capture(TrainingState& state, const Position& pos
   } else {
     trainer["scaler"] = nullptr;
   }
-  part.files["trainer.json"] = trainer.dump(2) + "\n";
+  snap.trainer_json = trainer.dump(2) + "\n";
+  return snap;
+}
+
+checkpoint::Part Checkpointer::serialise(const Snapshot& snap) const {
+  checkpoint::Part part;
+  part.files[rng_file(comm_.rank())] = model::weights_to_bytes(to_state_dict(snap.rng));
+  if (comm_.rank() != 0) return part;
+  part.files["model.pt"] = model::weights_to_bytes(to_state_dict(snap.model));
+  part.files["optimizer.pt"] = model::weights_to_bytes(to_state_dict(snap.optimizer));
+  part.files["trainer.json"] = snap.trainer_json;
   return part;
 }
 
@@ -221,7 +245,10 @@ at::Tensor Checkpointer::gather(int64_t value) {
 void Checkpointer::contribute(float* slots, double step_seconds) {
   if (!enabled_) return;
   if (in_flight_) {
-    if (!in_flight_->result) in_flight_->result = store_->poll();  // the store yields it once
+    if (!in_flight_->result &&
+        in_flight_->write.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      in_flight_->result = in_flight_->write.get();
+    }
     if (!in_flight_->result) {
       slots[Agreement::kWritePending] += 1;
     } else if (in_flight_->result->ok) {
@@ -248,7 +275,7 @@ void Checkpointer::settle(const float* agreed) {
       std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step
                 << ": writing this rank's part failed: " << in_flight_->result->error << std::endl;
     }
-    if (!in_flight_->result) in_flight_->result = store_->wait();
+    if (!in_flight_->result) in_flight_->result = in_flight_->write.get();
     if (comm_.rank() == 0) {
       store_->abandon(in_flight_->step);
       std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step
@@ -312,17 +339,35 @@ void Checkpointer::save(TrainingState& state, const Position& position, bool fin
   if (!enabled_) return;
   drain();  // at most one save in flight
   const auto t0 = Clock::now();
-  nlohmann::json meta;
-  checkpoint::Part part = capture(state, position, finished, meta);
+  const bool async = allow_async && spec_.checkpoint.async;
+  Snapshot snap = capture(state, position, finished, /*copy=*/async);
+  const nlohmann::json meta = snap.meta;
   last_save_time_ = Clock::now();
-  if (allow_async && spec_.checkpoint.async) {
-    store_->start_write(position.step, std::move(part));
+  if (async) {
+    // Serialising and writing run on their own thread, which has the store to itself until the
+    // result is collected (the training thread touches the store again only after that).
     in_flight_ = std::make_unique<InFlight>();
     in_flight_->step = position.step;
     in_flight_->meta = meta;
     in_flight_->started = t0;
+    in_flight_->write =
+        std::async(std::launch::async, [this, step = position.step, snap = std::move(snap)] {
+          try {
+            return store_->write_part(step, serialise(snap));
+          } catch (const std::exception& e) {
+            checkpoint::WriteResult failed;
+            failed.error = e.what();
+            return failed;
+          }
+        });
+    if (comm_.rank() == 0 && out_) {
+      *out_ << rt::rank_prefix() << "checkpoint step " << position.step
+            << ": writing in the background (training stalled " << std::fixed
+            << std::setprecision(3) << seconds_since(t0) << " s)" << std::endl;
+    }
     return;
   }
+  const checkpoint::Part part = serialise(snap);
   const auto result = store_->write_part(position.step, part);
   if (!result.ok) {
     std::cerr << rt::rank_prefix() << "checkpoint step " << position.step
@@ -332,13 +377,14 @@ void Checkpointer::save(TrainingState& state, const Position& position, bool fin
   last_save_seconds_ = seconds_since(t0);
   if (comm_.rank() == 0 && out_ && last_committed_ == position.step) {
     *out_ << rt::rank_prefix() << "checkpoint step " << position.step << " committed ("
-          << std::fixed << std::setprecision(1) << last_save_seconds_ << " s)" << std::endl;
+          << std::fixed << std::setprecision(3) << last_save_seconds_
+          << " s, training stalled as long)" << std::endl;
   }
 }
 
 void Checkpointer::drain() {
   if (!in_flight_) return;
-  if (!in_flight_->result) in_flight_->result = store_->wait();
+  if (!in_flight_->result) in_flight_->result = in_flight_->write.get();
   const checkpoint::WriteResult result = *in_flight_->result;
   if (!result.ok) {
     std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,8 +109,15 @@ class Checkpointer {
 
  private:
   struct InFlight;
-  checkpoint::Part capture(TrainingState& state, const Position& position, bool finished,
-                           nlohmann::json& meta) const;
+  // The state of one save, taken at the step boundary.
+  struct Snapshot {
+    std::vector<std::pair<std::string, at::Tensor>> model, optimizer, rng;
+    std::string trainer_json;
+    nlohmann::json meta;
+  };
+  Snapshot capture(TrainingState& state, const Position& position, bool finished, bool copy);
+  // The files of this rank's part (torch.save bytes), from a snapshot.
+  checkpoint::Part serialise(const Snapshot& snap) const;
   void commit_agreed(int64_t step, const nlohmann::json& meta, bool all_ok);
   bool all_ranks(bool ok);
   // Every rank's `value`, by rank.
@@ -121,6 +129,7 @@ class Checkpointer {
   std::ostream* out_;
   bool enabled_ = false;
   std::unique_ptr<checkpoint::Store> store_;
+  std::map<std::string, at::Tensor> snapshot_buffers_;  // reused host copies (async saves)
   std::unique_ptr<InFlight> in_flight_;
   int64_t last_committed_ = -1;
   double last_save_seconds_ = 0;

@@ -1,0 +1,64 @@
+# Shared by the worker tests that run real hpctrain-worker processes on this machine (torchrun's
+# variables, no launcher): a scratch directory, a small spec, launching and waiting for ranks.
+#   source resume_lib.sh WORKER
+set -uo pipefail
+worker=$1
+work=$(mktemp -d /var/tmp/hpctrain-resume.XXXXXX)
+pids=()
+cleanup() { kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; exit 1; }
+port() { echo $((20000 + RANDOM % 20000)); }
+spec() {  # spec NAME: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks
+  cat > "$work/$1.toml" <<TOML
+[job]
+name = "$1"
+tasks_per_node = 2
+run_dir = "$work/$1"
+[data]
+synthetic = true
+synthetic_samples = 1024
+synthetic_image_size = 16
+workers = 1
+[model]
+arch = "resnet20"
+num_classes = 10
+[train]
+epochs = 2
+batch_size = 16
+threads = 1
+log_every_steps = 4
+eval_every_epochs = 0
+[train.optimizer]
+lr = 0.05
+[checkpoint]
+every_steps = 5
+TOML
+}
+
+# launch NAME RANKS LOG: starts RANKS worker processes (torchrun's variables) in the background;
+# each rank traces its samples to LOG.trace.rank-R.
+launch() {
+  local name=$1 n=$2 log=$3 p r
+  p=$(port)
+  pids=()
+  for ((r = 0; r < n; r++)); do
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \
+      HPCTRAIN_TRACE_SAMPLES=$log.trace "$worker" --spec "$work/$name.toml" \
+      >> "$log.rank$r" 2>&1 &
+    pids+=($!)
+  done
+}
+
+# finish: waits for every launched rank; their exit statuses, space-separated, in $statuses.
+finish() {
+  local all=() p
+  for p in "${pids[@]}"; do wait "$p"; all+=($?); done
+  pids=()
+  statuses="${all[*]}"
+}
+
+fingerprint() {  # fingerprint LOG: rank 0's final weights fingerprint
+  grep -ohE 'final weights fnv1a64 0x[0-9a-f]+' "$1.rank0" | tail -n 1 | awk '{print $NF}'
+}
+
