@@ -3,11 +3,13 @@
 # never links it, so a missing libtorch only disables the runtime.
 set(HPCTRAIN_TORCH_VERSION "none")
 set(HPCTRAIN_TORCH_CUDA "")
+option(HPCTRAIN_RUNTIME
+       "Build the libtorch runtime (hpctrain-worker); OFF: the launcher and torch-free libraries" ON)
 set(HPCTRAIN_PYTHON "" CACHE FILEPATH "Python of the pinned torch wheel (default: .venv/bin/python)")
 if(NOT HPCTRAIN_PYTHON AND EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python")
   set(HPCTRAIN_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH "" FORCE)
 endif()
-if(HPCTRAIN_PYTHON)
+if(HPCTRAIN_PYTHON AND HPCTRAIN_RUNTIME)
   execute_process(
     COMMAND "${HPCTRAIN_PYTHON}" -c
       "import torch;print(torch.__version__);print(torch.utils.cmake_prefix_path);print(torch.version.cuda or '')"
