@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Exact resume (docs/checkpoint-format.md), with real worker processes on this machine:
-#  1. 2 ranks uninterrupted, then 2 ranks stopped by SIGUSR2 at a random moment (mid-epoch
+#  1. 2 ranks uninterrupted, then 2 ranks stopped by SIGUSR2 at a random step (mid-epoch
 #     included), exit 75 after checkpointing, restarted with nothing changed: the final weights'
 #     fingerprints are bitwise equal, and the restarted run resumed from the stop's checkpoint.
-#  2. 4 ranks stopped at a random moment, resumed on 2 ranks: finishes, and over both attempts
+#  2. 4 ranks stopped at a random step, resumed on 2 ranks: finishes, and over both attempts
 #     every sample of the interrupted epoch was read once: no sample twice, none skipped.
 #  3. A finished run restarted exits 0 at once without training.
 #   exact_resume.sh WORKER
@@ -20,14 +20,9 @@ want=$(fingerprint "$work/straight.log")
 spec stopped
 sed -i "s|run_dir = .*|run_dir = \"$work/stopped\"|" "$work/stopped.toml"
 launch stopped 2 "$work/stopped.log"
-delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 2 + 5 * r / 32767 }')
-sleep "$delay"
-kill -USR2 "${pids[@]}" 2>/dev/null
+signal_step=$((1 + RANDOM % 56))  # of 64: 2 epochs of 32 steps
+stop_at_step "$work/stopped.log" "$signal_step"
 finish
-if [[ $statuses == "0 0" ]]; then
-  echo "the run finished before the signal at ${delay}s; nothing to resume (rerun the test)"
-  exit 1
-fi
 [[ $statuses == "75 75" ]] || fail "stopped run exited '$statuses', want '75 75'"
 stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/stopped.log.rank0" | grep -oE '[0-9]+$')
 grep -q "checkpoint step $stopped_at committed" "$work/stopped.log.rank0" || fail "no checkpoint at the stop"
@@ -35,15 +30,14 @@ launch stopped 2 "$work/stopped.log"
 finish; [[ $statuses == "0 0" ]] || fail "resumed run"
 grep -q "resuming from checkpoint step $stopped_at " "$work/stopped.log.rank0" || fail "did not resume at $stopped_at"
 got=$(fingerprint "$work/stopped.log")
-echo "stopped at ${delay}s, step $stopped_at of 64; fingerprints: uninterrupted $want, resumed $got"
+echo "signalled at step $signal_step, stopped at step $stopped_at of 64; fingerprints: uninterrupted $want, resumed $got"
 [[ $got == "$want" ]] || fail "resumed weights differ from the uninterrupted run's"
 
 # 2. 4 ranks stopped, resumed on 2: every sample of the interrupted epoch once.
 spec shrink
 sed -i 's/^epochs = 2/epochs = 1/; s/^synthetic_samples = 1024/synthetic_samples = 2048/; s/^tasks_per_node = 2/tasks_per_node = 4/' "$work/shrink.toml"
 launch shrink 4 "$work/shrink.log"
-sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 3 + 4 * r / 32767 }')"
-kill -USR2 "${pids[@]}" 2>/dev/null
+stop_at_step "$work/shrink.log" $((1 + RANDOM % 24))  # of 32 steps of 64 samples
 finish
 [[ $statuses == "75 75 75 75" ]] || fail "4-rank stop exited '$statuses'"
 sed -i 's/^tasks_per_node = 4/tasks_per_node = 2/' "$work/shrink.toml"  # the world size may change

@@ -58,6 +58,20 @@ finish() {
   statuses="${all[*]}"
 }
 
+# stop_at_step LOG STEP: waits (60 s at most) until rank 0 has read the batch of global step STEP
+# (its sample trace says so), then sends SIGUSR2 to every rank. Steps, not seconds: a fast machine
+# must not finish the run before the signal.
+stop_at_step() {
+  local trace=$1.trace.rank-0 deadline=$((SECONDS + 60)) step
+  while :; do
+    step=$(tail -n 1 "$trace" 2>/dev/null | cut -d' ' -f2)
+    [[ $step =~ ^[0-9]+$ ]] && (( step >= $2 )) && break
+    (( SECONDS < deadline )) || fail "rank 0 did not reach step $2 within 60 s"
+    sleep 0.02
+  done
+  kill -USR2 "${pids[@]}" 2>/dev/null
+}
+
 fingerprint() {  # fingerprint LOG: rank 0's final weights fingerprint
   grep -ohE 'final weights fnv1a64 0x[0-9a-f]+' "$1.rank0" | tail -n 1 | awk '{print $NF}'
 }
