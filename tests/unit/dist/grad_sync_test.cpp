@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <cstdlib>
 #include <exception>
 #include <thread>
 
@@ -85,6 +86,11 @@ struct RankResult {
 
 // Runs `steps` training steps on `world` threads; returns what each rank's parameters held.
 std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options) {
+  // c10d's flight recorder (torch 2.11) inserts a process group's status into a shared map before
+  // taking its lock: process groups recording at once in one process (our thread ranks) corrupt
+  // it, about one run in five (SIGSEGV in std::_Rb_tree_insert_and_rebalance). A real job has one
+  // process group per process. The recorder reads this when first used.
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
   const test::TempDir dir;
   std::vector<RankResult> results(static_cast<size_t>(world));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
