@@ -37,6 +37,12 @@ enum class Schedule { kConstant, kCosine, kStep, kMultistep };
 enum class Signal { kUsr1, kUsr2, kTerm, kInt, kHup, kUrg, kXcpu };
 enum class SweepMode { kGrid, kZip };
 
+// The CIFAR ResNets of He et al. 2016 (resnet20..resnet110): three stages, their own 3x3 stem.
+constexpr bool is_cifar_resnet(Arch arch) {
+  return arch == Arch::kResNet20 || arch == Arch::kResNet32 || arch == Arch::kResNet44 ||
+         arch == Arch::kResNet56 || arch == Arch::kResNet110;
+}
+
 // Names<E>::kValues[i] is the spec's name of the enumerator with value i.
 template <typename E>
 struct Names;

@@ -200,9 +200,7 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
   }
   // The stem is resolved in build() (the CIFAR ResNets take theirs); what is left wrong here was
   // asked for: an ImageNet stem on a CIFAR ResNet, a CIFAR stem on AlexNet.
-  const bool cifar_resnet = s.model.arch == Arch::kResNet20 || s.model.arch == Arch::kResNet32 ||
-                            s.model.arch == Arch::kResNet44 || s.model.arch == Arch::kResNet56 ||
-                            s.model.arch == Arch::kResNet110;
+  const bool cifar_resnet = is_cifar_resnet(s.model.arch);
   if ((cifar_resnet && s.model.stem != Stem::kCifar) ||
       (s.model.arch == Arch::kAlexNet && s.model.stem != Stem::kImageNet)) {
     sink.error(origin_of(m, "model.stem"), "model.stem",

@@ -138,10 +138,7 @@ Spec build(const Typedmap& m, const fs::path& spec_dir, const LoadOptions& optio
   }
   // The CIFAR ResNets have one stem: when the spec leaves model.stem to its default, the frozen
   // spec says which one the model has.
-  const auto arch = s.model.arch;
-  if ((arch == Arch::kResNet20 || arch == Arch::kResNet32 || arch == Arch::kResNet44 ||
-       arch == Arch::kResNet56 || arch == Arch::kResNet110) &&
-      origin_of(m, "model.stem").is_default()) {
+  if (is_cifar_resnet(s.model.arch) && origin_of(m, "model.stem").is_default()) {
     s.model.stem = Stem::kCifar;
   }
   if (s.model.pretrained)

@@ -26,11 +26,6 @@ const std::vector<Arch>& all_archs() {
   return archs;
 }
 
-bool is_cifar_resnet(Arch arch) {
-  return arch == Arch::kResNet20 || arch == Arch::kResNet32 || arch == Arch::kResNet44 ||
-         arch == Arch::kResNet56 || arch == Arch::kResNet110;
-}
-
 void ModelConfig::validate() const {
   std::vector<std::string> problems;
   if (static_cast<size_t>(arch) >= spec::Names<Arch>::kValues.size()) {

@@ -31,7 +31,7 @@ using Stem = spec::Stem;
 // Every architecture, in declaration order (for tools, tests and "expected one of" messages).
 const std::vector<Arch>& all_archs();
 // The CIFAR ResNets (resnet20/32/44/56/110).
-bool is_cifar_resnet(Arch arch);
+using spec::is_cifar_resnet;
 
 struct ModelConfig {
   Arch arch{};
