@@ -4,8 +4,9 @@
 # `dd if=/dev/zero bs=4M conv=fsync` of the same bytes to the same filesystem. Rounds alternate
 # (the store first in odd rounds, dd first in even ones); each side's median over the rounds
 # gives the ratio (target >= 0.8). Also the peak resident memory of the store's driver, whose
-# payload (the trainer's host snapshot) is part of it.
-#   bench/ckpt/run.sh [BUILD_DIR]    (default build; needs the bench_ckpt target)
+# payload (the trainer's host snapshot) is part of it. Then, in the same run, the training stall
+# per asynchronous save against a synchronous one (bench/ckpt/stall.sh; SKIP_STALL=1 leaves it out).
+#   bench/ckpt/run.sh [BUILD_DIR]    (default build; needs the bench_ckpt and hpctrain-worker targets)
 # Environment: BENCH_DIR (default /var/tmp/hpctrain-bench-ckpt), SIZES_MIB ("256 1024"),
 # ROUNDS (5), FILES (4). Prints Markdown.
 set -euo pipefail
@@ -69,3 +70,8 @@ for size in $sizes; do
       -v om="$om" -v dm="$dm" -v rss="$rss" 'BEGIN {
     printf "| %d | %s | %s | %.0f | %.0f | %.2f | %.0f |\n", s, o, d, s / om, s / dm, dm / om, rss }'
 done
+
+if [[ ${SKIP_STALL:-0} != 1 ]]; then
+  echo
+  "$repo/bench/ckpt/stall.sh" "$build"
+fi

@@ -4,7 +4,8 @@
 # momentum ~98 MiB per checkpoint) on synthetic 32x32 data, a checkpoint every 4 steps. The
 # worker prints how long each save held the training thread ("training stalled X s": the whole
 # write and commit when synchronous; the snapshot to memory when asynchronous); the median of
-# each side and their ratio (target <= 0.10) are reported, beside the median step time.
+# each side and their ratio (target <= 0.10) are reported, beside the median step time and each
+# side's peak resident memory (the asynchronous side keeps its host snapshot buffers).
 #   bench/ckpt/stall.sh [BUILD_DIR]   (ROUNDS=2, STEPS=24)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -49,6 +50,7 @@ TOML
     "$dir/out.log" > "$dir/stalls"
   jq -s '[.[] | select(.kind == "train")] | .[1:] | map(8 / .images_per_s) | sort | .[length / 2 | floor]' \
     "$dir/run/metrics.jsonl" > "$dir/step"
+  grep -oE 'peak RSS [0-9]+ MiB' "$dir/out.log" | grep -oE '[0-9]+' > "$dir/rss"
 }
 
 for ((r = 0; r < rounds; r++)); do run false "$r"; run true "$r"; done
@@ -61,8 +63,8 @@ echo
 echo "ResNet-50, one rank, 1 compute thread, a checkpoint of ~196 MiB (weights + momentum) every 4"
 echo "steps, $rounds rounds x $((steps / 4 - 1)) saves per side; median step time ${step} s."
 echo
-echo "| mode | saves | median stall (s) |"
-echo "|---|---:|---:|"
-echo "| synchronous | $(cat "$tmp"/false-*/stalls | wc -l) | $sync_stall |"
-echo "| asynchronous | $(cat "$tmp"/true-*/stalls | wc -l) | $async_stall |"
+echo "| mode | saves | median stall (s) | peak RSS (MiB, max over rounds) |"
+echo "|---|---:|---:|---:|"
+echo "| synchronous | $(cat "$tmp"/false-*/stalls | wc -l) | $sync_stall | $(sort -g "$tmp"/false-*/rss | tail -n 1) |"
+echo "| asynchronous | $(cat "$tmp"/true-*/stalls | wc -l) | $async_stall | $(sort -g "$tmp"/true-*/rss | tail -n 1) |"
 awk -v a="$async_stall" -v s="$sync_stall" 'BEGIN { printf "\nasync stall / sync stall: %.3f (target <= 0.10)\n", a / s }'
