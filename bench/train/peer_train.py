@@ -34,6 +34,12 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def children_peak_rss_mib():
+    """The largest peak RSS of the child processes waited for so far (DataLoader workers once
+    shut down)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
 def autocast(precision, device="cpu"):
     if precision == "fp32":
         return torch.autocast(device, enabled=False)
@@ -172,21 +178,28 @@ def ddp(args):
     if rank == 0 and args.test:
         test_set = H5Images(args.test, train=False, pad=0)
         correct = 0
-        model.eval()
+        # The module itself, not the DDP wrapper: its forward broadcasts buffers, a collective
+        # that only rank 0 would enter here.
+        net = model.module
+        net.eval()
         with torch.no_grad():
             for x, y in torch.utils.data.DataLoader(test_set, batch_size=500):
                 if args.channels_last:
                     x = x.contiguous(memory_format=torch.channels_last)
                 with autocast(args.precision):
-                    correct += (model(x).argmax(1) == y).sum().item()
+                    correct += (net(x).argmax(1) == y).sum().item()
         top1 = correct / len(test_set)
-    rss = torch.tensor([peak_rss_mib()])
+    # Shut the persistent loader workers down (joined, so getrusage counts them): their memory is
+    # part of what a rank costs.
+    del loader
+    rss = torch.tensor([peak_rss_mib(), children_peak_rss_mib()])
     dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
         print(f"side=pytorch mode=ddp arch={args.arch} ranks={world} batch={args.batch} "
               f"threads={torch.get_num_threads()} loader_workers={args.workers} steps={step} "
               f"train_s={seconds:.1f} images_per_s={step * global_batch / seconds:.1f} "
-              f"top1={top1:.4f} peak_rss_mib={rss.item():.0f}", flush=True)
+              f"top1={top1:.4f} peak_rss_mib={rss[0].item():.0f} "
+              f"loader_peak_rss_mib={rss[1].item():.0f}", flush=True)
     dist.destroy_process_group()
 
 

@@ -176,6 +176,7 @@ TOML
   echo "|---|---:|---:|---:|---:|---|"
   echo "| hpctrain | $ours_s | $ours_ips | $ours_top1% | $ours_rss | 1 compute + 1 loader |"
   awk -v t="$(kv train_s "$p")" -v i="$(kv images_per_s "$p")" -v a="$(kv top1 "$p")" -v r="$(kv peak_rss_mib "$p")" \
-    'BEGIN { printf "| PyTorch DDP | %s | %.0f | %.2f%% | %s (+ loader process) | 1 compute + 1 loader process |\n", t, i, 100 * a, r }'
+    -v l="$(kv loader_peak_rss_mib "$p")" \
+    'BEGIN { printf "| PyTorch DDP | %s | %.0f | %.2f%% | %s + %s (its loader process) | 1 compute + 1 loader process |\n", t, i, 100 * a, r, l }'
   awk -v o="$ours_ips" -v p="$(kv images_per_s "$p")" 'BEGIN { printf "\nspeed ratio (hpctrain / PyTorch images/s): %.2f\n", o / p }'
 fi
