@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "spec/spec.hpp"
 
@@ -15,10 +16,6 @@ namespace hpctrain::data {
 
 namespace {
 constexpr size_t kBufferAlignment = 64;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 }  // namespace
 
 BufferAllocator default_allocator() {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "model/weights.hpp"
 #include "spec/spec.hpp"
@@ -18,12 +19,7 @@
 namespace hpctrain::train {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr int64_t kFormatVersion = 1;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string rng_file(int rank) { return "rng-rank-" + std::to_string(rank) + ".pt"; }
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/clock.hpp"
 #include "common/error.hpp"
 #include "data/loader.hpp"
 #include "data/source.hpp"
@@ -34,12 +35,6 @@
 
 namespace hpctrain::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 double peak_rss_mib() {
   rusage usage{};
