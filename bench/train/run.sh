@@ -11,6 +11,7 @@
 # Every row reports peak memory per rank (ours vs the peer's) and the thread counts.
 # Usage: bench/train/run.sh [BUILD_DIR]  (default: build)
 #   ROUNDS=2 (a's rounds)   SKIP_A=1 / SKIP_B=1   EPOCHS=3 (b's epochs)
+#   A_ARCHS="resnet20 ..." (a's rows for these models only; default all)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -83,6 +84,7 @@ if [[ ${SKIP_A:-0} != 1 ]]; then
   echo "| model | input | batch | precision | channels_last | compute threads | hpctrain (img/s) | PyTorch (img/s) | ratio | peak RSS ours / PyTorch (MiB) |"
   echo "|---|---|---:|---|---|---:|---:|---:|---:|---|"
   while read -r arch stem size channels batch precision cl threads steps; do
+    [[ -z ${A_ARCHS:-} || " $A_ARCHS " == *" $arch "* ]] || continue
     best_ours=0; best_peer=0; rss_ours=0; rss_peer=0
     for ((r = 0; r < rounds; r++)); do
       o=$(ours_synthetic "a-$arch-$precision-$r" "$arch" "$stem" "$size" "$batch" "$precision" "$cl" "$threads" "$steps")
