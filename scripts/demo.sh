@@ -5,11 +5,16 @@
 # 3 epochs) with `hpctrain submit`, follow it with `hpctrain status`, and print the final test
 # top-1 and the run directory.
 #
-# Then the preemption protocol on the same cluster: a job whose ranks run
-# tests/slurm/payload.sh (in place of the worker) asks for one requeue: exit 75,
-# `scontrol requeue`, a second attempt with SLURM_RESTART_COUNT=1, both in one log and the ledger.
+# While it trains, the job is preempted twice, as a cluster would (docs/preemption.md): once the
+# checkpoint at step 200 is committed, `scancel --signal=USR2` (the ranks agree on a step,
+# checkpoint it and exit 75; the batch script requeues the job); once the resumed attempt has
+# committed step 400, `scontrol requeue` (the ranks are killed; the next attempt resumes from the
+# last committed checkpoint). No step from the user in between: each attempt resumes where a
+# committed checkpoint is and the run finishes with the weights an uninterrupted run would have
+# (tests/slurm/preempt.sh compares them bitwise). The log keeps every attempt; the attempts
+# ledger and `hpctrain status` record them.
 #   HPCTRAIN_BUILD_DIR  build directory (default: build)
-#   DEMO_SKIP_REQUEUE=1 only the training job
+#   DEMO_NO_PREEMPT=1   train without the two preemptions
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -55,28 +60,47 @@ rm -rf "$run"
 id=$("$hpctrain" submit "${overrides[@]}" configs/fashion-mnist.toml)
 echo "==> job $id submitted: CIFAR ResNet-20 on Fashion-MNIST, 2 ranks; progress in $run/logs/slurm-$id.out"
 started=$SECONDS
+
+# until SECONDS WHAT COMMAND...: runs COMMAND every 2 s until it succeeds; fails after SECONDS.
+until_ok() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" 2>/dev/null; do
+    (( SECONDS < deadline )) || { echo "demo: no $what after $1 s; see $run/logs/" >&2; exit 1; }
+    sleep 2
+  done
+}
+committed_at_least() {  # a checkpoint at step >= $1 is committed
+  local step
+  step=$("$hpctrain" status --json "$run" | jq -r '.last_checkpoint_step // -1')
+  (( step >= $1 ))
+}
+in_log() { grep -q "$1" "$run/logs/slurm-$id.out"; }
+
+if [[ ${DEMO_NO_PREEMPT:-0} != 1 ]]; then
+  until_ok 900 "checkpoint at step 200" committed_at_least 200
+  echo "==> $(date +%T) step 200 is committed: scancel --signal=USR2 $id (a preemption notice)"
+  scancel --signal=USR2 "$id"
+  until_ok 300 "second attempt" in_log 'attempt 2 on'
+  until_ok 300 "resume" in_log 'resuming from checkpoint step'
+  echo "    $(grep -ohE 'stopping at step [0-9]+.*|checkpoint step [0-9]+ committed|resuming from checkpoint step [0-9]+' \
+    "$run/logs/slurm-$id.out" | tail -n 3 | paste -sd';' | sed 's/;/; /g')"
+  until_ok 900 "checkpoint at step 400" committed_at_least 400
+  echo "==> $(date +%T) step 400 is committed: scontrol requeue $id (the ranks are killed)"
+  scontrol requeue "$id"
+  until_ok 300 "third attempt" in_log 'attempt 3 on'
+fi
+
 follow "$run" 1800
 echo "==> hpctrain status $run"
 "$hpctrain" status "$run"
-echo "==> the job's log"
-grep -E 'training |epoch [0-9]+/[0-9]+ step [0-9]*[05]0/|eval |final:' "$run/logs/slurm-$id.out" || true
+echo "==> the job's log ($run/logs/slurm-$id.out)"
+grep -E '^hpctrain: job|training |epoch [0-9]+/[0-9]+ step [0-9]*[05]0/|eval |final:|stopping|resuming|committed' \
+  "$run/logs/slurm-$id.out" || true
+echo "==> attempts ledger ($run/attempts.jsonl)"
+cat "$run/attempts.jsonl"
 [[ $state == COMPLETED ]] || { echo "the training job ended $state" >&2; exit 1; }
 echo
 echo "==> $(grep -o 'final: test top-1 [0-9.]*%' "$run/logs/slurm-$id.out" | sed 's/final: //') after $((SECONDS - started)) s in Slurm; run directory $run"
-
-[[ ${DEMO_SKIP_REQUEUE:-0} == 1 ]] && exit 0
-echo
-echo "==> the requeue protocol: ranks run tests/slurm/payload.sh, which asks for one requeue"
-requeue_overrides=(--profile local --set "job.run_dir=$runs/{name}"
-                   --set "job.worker=$root/tests/slurm/payload.sh"
-                   --set job.env.PAYLOAD_MODE=requeue-once)
-rm -rf "$runs/smoke-cpu"
-id=$("$hpctrain" submit "${requeue_overrides[@]}" configs/smoke-cpu.toml)
-echo "==> job $id submitted; following it (a requeue takes about 30 s here)"
-follow "$runs/smoke-cpu" 600
-"$hpctrain" status "$runs/smoke-cpu"
-echo "==> log ($runs/smoke-cpu/logs/slurm-$id.out)"
-cat "$runs/smoke-cpu/logs/slurm-$id.out"
-echo "==> attempts ledger ($runs/smoke-cpu/attempts.jsonl)"
-cat "$runs/smoke-cpu/attempts.jsonl"
-[[ $state == COMPLETED ]]
+# Every rank prints a fingerprint of its final weights: a run with DEMO_NO_PREEMPT=1 prints the same.
+echo "==> final weights: $(grep -ohE 'fnv1a64 0x[0-9a-f]+' "$run/logs/slurm-$id.err" | sort -u | paste -sd' ')"
