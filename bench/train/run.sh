@@ -11,7 +11,8 @@
 # Every row reports peak memory per rank (ours vs the peer's) and the thread counts.
 # Usage: bench/train/run.sh [BUILD_DIR]  (default: build)
 #   ROUNDS=2 (a's rounds)   SKIP_A=1 / SKIP_B=1   EPOCHS=3 (b's epochs)
-#   A_ARCHS="resnet20 ..." (a's rows for these models only; default all)
+#   A_ROWS=REGEX (a's rows whose "arch stem size channels batch precision channels_last" line
+#   matches, e.g. A_ROWS=fp32; default all)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -55,6 +56,7 @@ arch = "$arch"
 $stem_line
 num_classes = 10
 [train]
+epochs = $(((steps + 7) / 8))
 max_steps = $steps
 batch_size = $batch
 precision = "$precision"
@@ -84,7 +86,7 @@ if [[ ${SKIP_A:-0} != 1 ]]; then
   echo "| model | input | batch | precision | channels_last | compute threads | hpctrain (img/s) | PyTorch (img/s) | ratio | peak RSS ours / PyTorch (MiB) |"
   echo "|---|---|---:|---|---|---:|---:|---:|---:|---|"
   while read -r arch stem size channels batch precision cl threads steps; do
-    [[ -z ${A_ARCHS:-} || " $A_ARCHS " == *" $arch "* ]] || continue
+    [[ -z ${A_ROWS:-} ]] || grep -qE "$A_ROWS" <<<"$arch $stem $size $channels $batch $precision $cl" || continue
     best_ours=0; best_peer=0; rss_ours=0; rss_peer=0
     for ((r = 0; r < rounds; r++)); do
       o=$(ours_synthetic "a-$arch-$precision-$r" "$arch" "$stem" "$size" "$batch" "$precision" "$cl" "$threads" "$steps")
