@@ -16,7 +16,7 @@ namespace {
 
 // glibc serves blocks above its mmap threshold with fresh mappings and gives the heap's free top
 // back to the kernel above its trim threshold. A training step frees and allocates the same
-// activations every step, so each step page-faulted them in again: about 31,000 faults per step
+// activations every step, so each step page-faulted them in again: about 26,000 faults per step
 // for CIFAR ResNet-20 at batch 128, a sixth of the step's CPU time (docs/runtime.md). Blocks up
 // to 32 MiB (glibc's largest threshold) now come from the heap, and the heap keeps its peak.
 // GLIBC_TUNABLES with malloc settings of the user's own take precedence.
