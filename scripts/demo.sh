@@ -8,9 +8,11 @@
 # While it trains, the job is preempted twice, as a cluster would (docs/preemption.md): once the
 # checkpoint at step 200 is committed, `scancel --signal=USR2` (the ranks agree on a step,
 # checkpoint it and exit 75; the batch script requeues the job); once the resumed attempt has
-# committed step 400, `scontrol requeue` (the ranks are killed; the next attempt resumes from the
-# last committed checkpoint). No step from the user in between: each attempt resumes where a
-# committed checkpoint is and the run finishes with the weights an uninterrupted run would have
+# committed step 400, `scontrol requeue` (Slurm sends the ranks SIGTERM, SIGKILL after its
+# KillWait; they checkpoint in between if they can, and the next attempt resumes from the last
+# committed checkpoint either way). No step from the user in between: each attempt resumes where a
+# committed checkpoint is and the run finishes with the weights an uninterrupted run has: the
+# fingerprint printed at the end equals that of a run with DEMO_NO_PREEMPT=1
 # (tests/slurm/preempt.sh compares them bitwise). The log keeps every attempt; the attempts
 # ledger and `hpctrain status` record them.
 #   HPCTRAIN_BUILD_DIR  build directory (default: build)
@@ -86,7 +88,7 @@ if [[ ${DEMO_NO_PREEMPT:-0} != 1 ]]; then
   echo "    $(grep -ohE 'stopping at step [0-9]+.*|checkpoint step [0-9]+ committed|resuming from checkpoint step [0-9]+' \
     "$run/logs/slurm-$id.out" | tail -n 3 | paste -sd';' | sed 's/;/; /g')"
   until_ok 900 "checkpoint at step 400" committed_at_least 400
-  echo "==> $(date +%T) step 400 is committed: scontrol requeue $id (the ranks are killed)"
+  echo "==> $(date +%T) step 400 is committed: scontrol requeue $id (SIGTERM to the ranks)"
   scontrol requeue "$id"
   until_ok 300 "third attempt" in_log 'attempt 3 on'
 fi
