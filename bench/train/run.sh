@@ -160,7 +160,7 @@ TOML
     "$worker" --spec "$tmp/b.toml" > "$tmp/b-ours.log" 2> "$tmp/b-ours.err"
   final=$(grep 'final:' "$tmp/b-ours.log")
   ours_ips=$(grep -oE '[0-9]+ images/s' <<<"$final" | grep -oE '[0-9]+')
-  ours_top1=$(grep -oE 'top-1 [0-9.]+%' <<<"$final" | grep -oE '[0-9.]+')
+  ours_top1=$(grep -oE 'top-1 [0-9.]+%' <<<"$final" | head -n 1 | awk '{print $2}' | tr -d %)
   ours_rss=$(grep -oE 'peak RSS [0-9]+' <<<"$final" | grep -oE '[0-9]+')
   ours_s=$(grep -oE 'in [0-9.]+ s' <<<"$final" | grep -oE '[0-9.]+')
   port=$((20000 + RANDOM % 10000))
