@@ -37,7 +37,7 @@ kv() { grep -oE "(^| )$1=[^ ]+" <<<"$2" | head -n 1 | cut -d= -f2; }
 # hpctrain-worker run (one process, no launcher); prints "images_per_s=.. peak_rss_mib=..".
 ours_synthetic() {
   local name=$1 arch=$2 stem=$3 size=$4 batch=$5 precision=$6 cl=$7 threads=$8 steps=$9
-  local dir=$tmp/$name
+  local dir=$tmp/$name steps_per_epoch=8
   mkdir -p "$dir"
   local stem_line=""
   [[ $arch == resnet18 || $arch == resnet50 ]] && stem_line="stem = \"$stem\""
@@ -47,7 +47,7 @@ name = "$name"
 run_dir = "$dir/run"
 [data]
 synthetic = true
-synthetic_samples = $((batch * 8))
+synthetic_samples = $((batch * steps_per_epoch))
 synthetic_image_size = $size
 workers = 1
 augment = "crop_flip"
@@ -56,7 +56,7 @@ arch = "$arch"
 $stem_line
 num_classes = 10
 [train]
-epochs = $(((steps + 7) / 8))
+epochs = $(((steps + steps_per_epoch - 1) / steps_per_epoch))
 max_steps = $steps
 batch_size = $batch
 precision = "$precision"
