@@ -255,4 +255,42 @@ std::map<std::string, std::string> last_metrics_by_kind(const fs::path& dir) {
   return out;
 }
 
+std::vector<MetricsRecord> read_metrics(const fs::path& dir, size_t* malformed) {
+  std::vector<MetricsRecord> out;
+  std::ifstream in(dir / "metrics.jsonl", std::ios::binary);
+  std::string line;
+  size_t bad = 0;
+  // getline also returns a last line without its newline: one still being written is not whole.
+  while (std::getline(in, line)) {
+    if (in.eof()) break;
+    if (line.empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || !j.contains("step") ||
+          !j["step"].is_number_integer()) {
+        ++bad;
+        continue;
+      }
+      MetricsRecord r;
+      r.kind = j["kind"].get<std::string>();
+      r.step = j["step"].get<int64_t>();
+      for (const auto& [key, value] : j.items()) {
+        if (!value.is_number() || key == "step") continue;
+        if (key == "epoch") {
+          r.epoch = value.get<int64_t>();
+        } else if (key == "wall_time") {
+          r.wall_time = value.get<double>();
+        } else {
+          r.values[key] = value.get<double>();
+        }
+      }
+      out.push_back(std::move(r));
+    } catch (const nlohmann::json::exception&) {
+      ++bad;
+    }
+  }
+  if (malformed) *malformed = bad;
+  return out;
+}
+
 }  // namespace hpctrain::run

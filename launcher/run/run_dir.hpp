@@ -67,4 +67,19 @@ std::optional<std::string> last_metrics_line(const fs::path& dir);
 // The last complete line of each kind ("train", "eval") in the tail of metrics.jsonl.
 std::map<std::string, std::string> last_metrics_by_kind(const fs::path& dir);
 
+// One line of metrics.jsonl (docs/run-directory.md): its kind ("train", "eval"), step, epoch and
+// wall_time, and every other numeric field by name (loss, lr, top1, ...).
+struct MetricsRecord {
+  std::string kind;
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double wall_time = 0;
+  std::map<std::string, double> values;
+};
+
+// Every complete line of metrics.jsonl in file order. A resumed run writes the steps between its
+// last checkpoint and the interruption again: both copies are kept, in the order written. Lines
+// that are not a JSON object with a string kind and an integer step are skipped and counted.
+std::vector<MetricsRecord> read_metrics(const fs::path& dir, size_t* malformed = nullptr);
+
 }  // namespace hpctrain::run

@@ -128,5 +128,33 @@ TEST(RunDir, LastMetricsLineIgnoresALineBeingWritten) {
   EXPECT_EQ(last_metrics_line(dir.path()), "{\"step\":1}");
 }
 
+TEST(RunDir, ReadMetricsKeepsWholeLinesInOrder) {
+  TempDir dir;
+  EXPECT_TRUE(read_metrics(dir.path()).empty());
+  write_text(dir / "metrics.jsonl",
+             "{\"kind\":\"train\",\"step\":20,\"epoch\":1,\"loss\":2.5,\"lr\":0.1,"
+             "\"wall_time\":100.5}\n"
+             "not json\n"
+             "{\"kind\":\"train\",\"epoch\":1}\n"
+             "{\"kind\":\"eval\",\"step\":40,\"epoch\":1,\"top1\":0.75,\"wall_time\":101}\n"
+             "{\"kind\":\"train\",\"step\":20,\"epoch\":1,\"loss\":2.5,\"wall_time\":200}\n"
+             "{\"kind\":\"train\",\"step\":60,\"lo");
+  size_t malformed = 0;
+  const auto m = read_metrics(dir.path(), &malformed);
+  EXPECT_EQ(malformed, 2u);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0].kind, "train");
+  EXPECT_EQ(m[0].step, 20);
+  EXPECT_EQ(m[0].epoch, 1);
+  EXPECT_DOUBLE_EQ(m[0].wall_time, 100.5);
+  EXPECT_DOUBLE_EQ(m[0].values.at("loss"), 2.5);
+  EXPECT_DOUBLE_EQ(m[0].values.at("lr"), 0.1);
+  EXPECT_EQ(m[0].values.count("step"), 0u);
+  EXPECT_EQ(m[1].kind, "eval");
+  EXPECT_DOUBLE_EQ(m[1].values.at("top1"), 0.75);
+  EXPECT_EQ(m[2].step, 20);  // the resumed run's repeat of step 20, kept
+  EXPECT_DOUBLE_EQ(m[2].wall_time, 200);
+}
+
 }  // namespace
 }  // namespace hpctrain::run
