@@ -11,11 +11,13 @@
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
 #include "convert.hpp"
+#include "version.hpp"
 
 namespace ds = hpctrain::datasets;
 
 int main(int argc, char** argv) {
   CLI::App app{"Convert image datasets into the hpctrain HDF5 layout (docs/dataset-format.md)"};
+  app.set_version_flag("--version", std::string("hpctrain-data ") + hpctrain::kVersion);
   app.require_subcommand(1);
   ds::ConvertOptions opts;
   opts.progress = &std::cerr;

@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
 #include "spec/diagnostics.hpp"
+#include "version.hpp"
 #include "worker/run.hpp"
 
 namespace {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   using namespace hpctrain;
   keep_freed_memory();
   CLI::App app{"hpctrain-worker: one rank of an hpctrain job (started by srun)"};
+  app.set_version_flag("--version", std::string("hpctrain-worker ") + kVersion);
   worker::Options options;
   app.add_option("--spec", options.spec_file, "Frozen job spec (RUN_DIR/spec.toml)");
   app.add_flag("--describe-env", options.describe_env,
