@@ -43,7 +43,8 @@ spec::LoadOptions SpecArgs::load_options(bool check_paths) const {
   }
   const fs::path exe_dir = executable_dir();
   o.profile_dirs.push_back(exe_dir.parent_path() / "share" / "hpctrain" / "profiles");
-  o.profile_dirs.emplace_back(kSourceProfileDir);
+  std::error_code ec;
+  if (fs::equivalent(exe_dir, kBuildBinDir, ec)) o.profile_dirs.emplace_back(kSourceProfileDir);
   o.default_worker = exe_dir / "hpctrain-worker";
   return o;
 }
