@@ -94,6 +94,9 @@ std::map<std::string, int64_t> last_steps(const std::filesystem::path& dir, std:
 EventWriter::EventWriter(const std::filesystem::path& dir, std::ostream& warn) : warn_(warn) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  if (!ec && !std::filesystem::is_directory(dir, ec)) {
+    HPCTRAIN_THROW(rt::Error, "cannot create " + dir.string() + ": it exists, not as a folder");
+  }
   if (ec) HPCTRAIN_THROW(rt::Error, "cannot create " + dir.string() + ": " + ec.message());
   last_steps_ = last_steps(dir, warn);
 

@@ -105,7 +105,9 @@ TEST(EventWriter, ResumeSkipsStepsAlreadyWritten) {
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
     for (const auto& event : read_event_file(entry.path()).events) {
       for (const auto& s : event.scalars) {
-        if (s.tag == "train/loss") EXPECT_EQ(s.value, event.step == 16 ? 0.7f : 1.0f);
+        if (s.tag == "train/loss") {
+          EXPECT_EQ(s.value, event.step == 16 ? 0.7f : 1.0f);
+        }
       }
     }
   }
@@ -153,13 +155,14 @@ TEST(EventWriter, FolderThatCannotBeCreatedNamesThePath) {
   test::TempDir dir;
   std::ofstream(dir / "file") << "x";
   std::ostringstream warn;
-  try {
-    EventWriter writer(dir / "file" / "tensorboard", warn);
-    FAIL() << "no error";
-  } catch (const rt::Error& e) {
-    EXPECT_NE(e.message().find("cannot create " + (dir / "file" / "tensorboard").string()),
-              std::string::npos)
-        << e.what();
+  for (const auto& path : {dir / "file" / "tensorboard", dir / "file"}) {
+    try {
+      EventWriter writer(path, warn);
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const rt::Error& e) {
+      EXPECT_NE(e.message().find("cannot create " + path.string() + ": "), std::string::npos)
+          << e.what();
+    }
   }
 }
 
