@@ -69,7 +69,8 @@ std::map<std::string, int64_t> last_steps(const std::filesystem::path& dir, std:
   std::error_code ec;
   std::vector<std::filesystem::path> files;
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (is_event_file_name(it->path().filename().string()) && it->is_regular_file()) {
+    std::error_code type_ec;  // a file gone meanwhile is not an event file of this run
+    if (is_event_file_name(it->path().filename().string()) && it->is_regular_file(type_ec)) {
       files.push_back(it->path());
     }
   }
@@ -78,8 +79,9 @@ std::map<std::string, int64_t> last_steps(const std::filesystem::path& dir, std:
   for (const auto& path : files) {
     const EventFile file = read_event_file(path);
     if (!file.damage.empty()) {
-      warn << rt::rank_prefix() << "tensorboard: " << path.string() << ": ignoring the rest after "
-           << file.damage << " (an earlier attempt stopped while writing)" << std::endl;
+      warn << rt::rank_prefix() << "tensorboard: " << path.string() << ": ignoring its tail, from "
+           << file.damage << " (an attempt that died while writing, or a damaged file)"
+           << std::endl;
     }
     for (const auto& event : file.events) {
       for (const auto& scalar : event.scalars) {

@@ -197,7 +197,7 @@ TEST(EventWriter, WriteErrorWarnsOnceAndStopsWriting) {
   // The next attempt: the half record is a torn tail; step 8 was never written.
   std::ostringstream warn2;
   EventWriter next(dir.path(), warn2);
-  EXPECT_NE(warn2.str().find(file.string() + ": ignoring the rest after a torn record"),
+  EXPECT_NE(warn2.str().find(file.string() + ": ignoring its tail, from a torn record"),
             std::string::npos)
       << warn2.str();
   EXPECT_EQ(next.write(8, 8.0, train_values(1)), 4u);
