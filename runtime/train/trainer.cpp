@@ -27,6 +27,7 @@
 #include "model/weights.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"
+#include "tensorboard/event_file.hpp"
 #include "train/checkpointing.hpp"
 #include "train/grad_scaler.hpp"
 #include "train/metrics.hpp"
@@ -249,6 +250,9 @@ class Trainer {
     }
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
       metrics_ = std::make_unique<MetricsLog>(options_.run_dir / "metrics.jsonl");
+      // The same records for TensorBoard, without the (tag, step)s an earlier attempt wrote.
+      events_ =
+          std::make_unique<tensorboard::EventWriter>(options_.run_dir / "tensorboard", std::cerr);
     }
     if (!options_.trace_samples.empty()) {
       trace_ = std::make_unique<std::ofstream>(
@@ -410,6 +414,7 @@ class Trainer {
     window_start_ = Clock::now();
     if (comm_.rank() != 0) return;
     const double eta = static_cast<double>(total_steps_ - step_) * seconds / steps;
+    const double wall_time = unix_time();
     if (metrics_) {
       metrics_->write({{"kind", "train"},
                        {"step", step_},
@@ -418,7 +423,14 @@ class Trainer {
                        {"lr", lr},
                        {"images_per_s", images_per_s},
                        {"loss_scale", scale},
-                       {"wall_time", unix_time()}});
+                       {"wall_time", wall_time}});
+    }
+    if (events_) {
+      events_->write(step_, wall_time,
+                     {{"train/loss", mean_loss},
+                      {"train/lr", lr},
+                      {"train/images_per_s", images_per_s},
+                      {"train/loss_scale", scale}});
     }
     if (options_.out) {
       char line[256];
@@ -487,6 +499,7 @@ class Trainer {
         comm_);
     model_->train();
     if (comm_.rank() == 0) {
+      const double wall_time = unix_time();
       if (metrics_) {
         metrics_->write({{"kind", "eval"},
                          {"step", step_},
@@ -496,7 +509,11 @@ class Trainer {
                          {"top5", r.top5},
                          {"samples", r.samples},
                          {"seconds", seconds_since(t0)},
-                         {"wall_time", unix_time()}});
+                         {"wall_time", wall_time}});
+      }
+      if (events_) {
+        events_->write(step_, wall_time,
+                       {{"eval/top1", r.top1}, {"eval/top5", r.top5}, {"eval/loss", r.loss}});
       }
       if (options_.out) {
         char line[192];
@@ -529,6 +546,7 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<tensorboard::EventWriter> events_;
 
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, global_batch_ = 0, step_ = 0;
   int64_t first_step_ = 0, start_epoch_ = 0, start_consumed_ = 0;

@@ -1,7 +1,8 @@
 // The training loop of one rank: builds the model, optimizer, schedule, loss scaler and loaders
 // from the spec, trains data-parallel over the communicator (gradients averaged by GradSync),
 // evaluates on the validation set every eval_every_epochs and at the end, and reports progress
-// (rank 0: a line every log_every_steps on `out`, and RUN_DIR/metrics.jsonl).
+// (rank 0: a line every log_every_steps on `out`, RUN_DIR/metrics.jsonl and the same scalars in
+// RUN_DIR/tensorboard/).
 // Thread safety: call from the main thread; every rank calls it (it issues collectives).
 #pragma once
 
@@ -21,7 +22,7 @@ struct Spec;
 namespace hpctrain::train {
 
 struct TrainOptions {
-  // Where metrics.jsonl and model.pt go (rank 0); empty: nothing is written.
+  // Where metrics.jsonl, tensorboard/ and model.pt go (rank 0); empty: nothing is written.
   std::filesystem::path run_dir;
   std::ostream* out = nullptr;  // progress and the final line (rank 0); null: silent
   // SLURM_JOB_END_TIME: the run checkpoints and stops (as for a signal) before it.

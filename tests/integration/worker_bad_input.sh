@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bad input reaches the user as one actionable line from the worker: a damaged dataset file is
 # reported by the data library with the worker's "[rank r/N host] file.cpp:line:" prefix, naming
-# the file, and the worker exits 2 (bad input); a malformed launch environment likewise.
+# the file, and the worker exits 2 (bad input); a malformed launch environment likewise; a
+# tensorboard/ folder that cannot be made stops the run at the start, naming it.
 #   worker_bad_input.sh WORKER
 set -uo pipefail
 worker=$1
@@ -31,4 +32,32 @@ echo "$out"
 [[ $status == 2 ]] || fail "bad environment: exit status $status, want 2"
 grep -Eq "^\[$(hostname)\] world\.cpp:[0-9]+: .*SLURM_PROCID" <<<"$out" \
   || fail "no '[host] world.cpp:line: ... SLURM_PROCID' line"
+# A run directory whose tensorboard/ cannot be made: the worker stops at the start, naming it
+# (as for metrics.jsonl).
+cat > "$dir/tb.toml" <<SPEC
+[job]
+name = "bad-tensorboard"
+run_dir = "$dir/tb-run"
+[data]
+synthetic = true
+synthetic_samples = 64
+synthetic_image_size = 16
+workers = 1
+[model]
+arch = "resnet20"
+num_classes = 10
+[train]
+epochs = 1
+batch_size = 16
+threads = 1
+SPEC
+mkdir -p "$dir/tb-run" && touch "$dir/tb-run/tensorboard"
+out=$(env -u SLURM_JOB_ID "$worker" --spec "$dir/tb.toml" 2>&1)
+status=$?
+echo "$out"
+[[ $status != 0 ]] || fail "tensorboard/ not a folder: exit status 0"
+grep -Eq "^\[rank 0/1 $(hostname)\] event_file\.cpp:[0-9]+: cannot create $dir/tb-run/tensorboard" <<<"$out" \
+  || fail "no '[rank 0/1 $(hostname)] event_file.cpp:line: cannot create .../tensorboard' line"
+grep -q "step 1/" <<<"$out" && fail "trained without its tensorboard/ folder"
+
 echo "worker bad-input checks passed"
