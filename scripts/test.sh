@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds hpctrain and runs the whole test suite: unit, integration, slurm (a local Slurm cluster
 # this run starts and stops) and gpu (skips itself without CUDA); then the unit tests of the
-# torch-free libraries (launcher, spec, data, dist core, preempt, checkpoint) again under
-# AddressSanitizer and UndefinedBehaviorSanitizer. Installs what is missing first.
+# torch-free libraries (launcher, spec, data, dist core, preempt, checkpoint, tensorboard) again
+# under AddressSanitizer and UndefinedBehaviorSanitizer. Installs what is missing first.
 #   HPCTRAIN_BUILD_DIR   build directory (default: build)
 #   HPCTRAIN_SANITIZE=0  skip the sanitizer pass
 set -euo pipefail
@@ -27,8 +27,8 @@ step "tests"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 900
 
 if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
-  # The torch-free parts (launcher, spec, data, launch environment, signals, checkpoint store):
-  # libtorch's wheel is not built with the sanitizers.
+  # The torch-free parts (launcher, spec, data, launch environment, signals, checkpoint store,
+  # TensorBoard event files): libtorch's wheel is not built with the sanitizers.
   step "torch-free unit tests under ASan+UBSan (build-asan)"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_SANITIZE=ON \
     -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
