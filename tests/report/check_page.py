@@ -5,7 +5,9 @@ directory it was written from. Expected counts come from the run's files, read h
 - no error recorded in #page-errors, the page's script ran to its end (body data-report="drawn"),
   and chromium's log (--enable-logging=stderr) has no console message;
 - every chart: against step, one point per distinct step of its kind (the last line written for
-  a step wins), against wall time one per line; each series holds as many numbers;
+  a step wins), against wall time one per line; each series holds as many numbers, and their sum
+  is that of the last values written; resumes marked on step charts, attempt starts on wall-time
+  charts;
 - the timeline: one .attempt-bar per attempts.jsonl line, one .checkpoint-mark per committed
   checkpoint (step-N/ with manifest.json), per run (each task of a job array);
 - the run directory's path shows in the header as it is (escaping kept it whole).
@@ -106,6 +108,22 @@ def attempts(run_dir):
     return n
 
 
+def starts_after_first(run_dir):
+    path = os.path.join(run_dir, 'attempts.jsonl')
+    if not os.path.exists(path):
+        return 0
+    n = 0
+    with open(path) as f:
+        for i, line in enumerate(l for l in f if l.strip()):
+            try:
+                a = json.loads(line)
+            except ValueError:
+                continue
+            if i > 0 and isinstance(a, dict) and re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', str(a.get('start'))):
+                n += 1
+    return n
+
+
 def main():
     dom_file, log_file, run_dir = sys.argv[1:4]
     no_metrics = '--no-metrics' in sys.argv[4:]
@@ -167,6 +185,15 @@ def main():
                 fail('%s: series lengths %s, expected %d each' % (cid, a.get('data-series-lengths'), points))
             if a.get('data-series-values') != ','.join(map(str, values)):
                 fail('%s: series values %s, expected %s' % (cid, a.get('data-series-values'), values))
+            # Resumes on step charts: at least one per attempt after the first (the ledger's; the
+            # page adds any the metrics show that the ledger does not explain). Attempt starts
+            # on wall-time charts: one per attempt after the first.
+            later = max(0, starts_after_first(d))
+            marks = int(a.get('data-marks', '-1'))
+            if cid.endswith('/step') and marks < max(0, attempts(d) - 1):
+                fail('%s: %d resume marks, expected at least %d' % (cid, marks, attempts(d) - 1))
+            if cid.endswith('/time') and marks != later:
+                fail('%s: %d attempt-start marks, expected %d' % (cid, marks, later))
             got = [float(v) for v in (a.get('data-series-sums') or '').split(',') if v]
             if len(got) != len(sums) or any(abs(g - w) > 1e-6 * max(1.0, abs(w)) for g, w in zip(got, sums)):
                 fail('%s: series sums %s, expected %s (the last value written for each step)' % (cid, got, sums))
