@@ -92,9 +92,9 @@ json report_spec_summary(const fs::path& dir) {
   }
 }
 
-// Committed checkpoints (step-N with manifest.json, as run::last_committed_step counts them), by
-// step, with the commit time from the manifest (its modification time when it has none), and the
-// number of step directories not committed.
+// Committed checkpoints (step-NNNNNNNNN with manifest.json), by step, with the commit time from the
+// manifest (its modification time when it has none), and the number of step directories not
+// committed.
 void report_checkpoints(const fs::path& dir, json& out) {
   out["checkpoints"] = json::array();
   out["uncommitted_checkpoints"] = 0;
@@ -102,7 +102,7 @@ void report_checkpoints(const fs::path& dir, json& out) {
   fs::directory_iterator it(dir / "checkpoints", ec);
   if (ec) return;
   static const std::regex kStep("step-([0-9]{1,18})");
-  static const std::regex kTmp("\\.step-([0-9]{1,18})\\.tmp");
+  static const std::regex kTmp("\\.step-[0-9]{9,18}\\.tmp");
   std::vector<std::pair<int64_t, json>> found;
   size_t uncommitted = 0;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
@@ -114,12 +114,17 @@ void report_checkpoints(const fs::path& dir, json& out) {
       continue;
     }
     if (!std::regex_match(name, m, kStep)) continue;
+    const int64_t step = std::stoll(m[1].str());
+    // Only names written exactly as the store writes them are steps (docs/checkpoint-format.md):
+    // "step-12" or "step-0000000012" are someone else's.
+    char canonical[32];
+    std::snprintf(canonical, sizeof canonical, "step-%09lld", static_cast<long long>(step));
+    if (name != canonical) continue;
     const fs::path manifest = it->path() / "manifest.json";
     if (!fs::exists(manifest, ec)) {
       ++uncommitted;
       continue;
     }
-    const int64_t step = std::stoll(m[1].str());
     json c{{"step", step}, {"time", nullptr}, {"committed_at", nullptr}};
     std::ifstream in(manifest);
     const json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);

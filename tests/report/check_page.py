@@ -88,7 +88,10 @@ def expected_charts(run_dir, prefix):
 def committed(run_dir):
     n = 0
     for d in glob.glob(os.path.join(run_dir, 'checkpoints', 'step-*')):
-        if re.fullmatch(r'step-[0-9]{1,18}', os.path.basename(d)) and os.path.exists(os.path.join(d, 'manifest.json')):
+        name = os.path.basename(d)
+        m = re.fullmatch(r'step-([0-9]{9,18})', name)
+        # Only names as the store writes them: zero-padded to 9 digits (docs/checkpoint-format.md).
+        if m and name == 'step-%09d' % int(m.group(1)) and os.path.exists(os.path.join(d, 'manifest.json')):
             n += 1
     return n
 

@@ -27,6 +27,7 @@ report_check() {
   local tmp page out
   tmp=$(mktemp -d /tmp/hpctrain-report-check.XXXXXX)
   page=$tmp/report.html
+  rm -f "${shot%.png}.dom.html"
   out=$("$HPCTRAIN" report "$run" -o "$page" 2>"$tmp/report.err") || {
     echo "hpctrain report $run failed: $(cat "$tmp/report.err")" >&2; rm -rf "$tmp"; return 1; }
   [[ $out == "$page" ]] || { echo "hpctrain report printed '$out', not $page" >&2; rm -rf "$tmp"; return 1; }
