@@ -45,5 +45,6 @@ void add_submit(CLI::App& app);
 void add_status(CLI::App& app);
 void add_cancel(CLI::App& app);
 void add_keys(CLI::App& app);
+void add_report(CLI::App& app);
 
 }  // namespace hpctrain::cli

@@ -9,7 +9,8 @@
 # No manual step in between. Checked: the final weights equal an uninterrupted run's (bitwise:
 # the fingerprints every rank prints), each attempt resumed where a committed checkpoint was,
 # the log keeps every attempt, the ledger records terminated / requeued / completed, and
-# hpctrain status shows the restarts and the last checkpoint.
+# hpctrain status shows the restarts and the last checkpoint; hpctrain report's page of the run
+# loads in a browser and draws every attempt and checkpoint.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 : "${WORKER:?}"
@@ -106,5 +107,15 @@ got=$(fingerprints "$err")
 status=$("$HPCTRAIN" status "$run")
 grep -Eq '^attempts: +3 \(2 restarts\)' <<<"$status" || fail "status attempts: $status"
 grep -Eq '^checkpoint: step [0-9]+' <<<"$status" || fail "status checkpoint: $status"
+
+# hpctrain report on this preempted run: the page loads in headless Chromium without an error and
+# shows every attempt, every committed checkpoint and one point per step (tests/report/).
+source "$here/../report/page_lib.sh"
+if [[ -n $(report_chromium) ]]; then
+  report_check "$run" "${HPCTRAIN_ARTIFACTS:-$work/artifacts}/report-preempted.png" 1400x2400 ||
+    fail "hpctrain report on the preempted run"
+else
+  echo "hpctrain report not checked in a browser: chromium not found (scripts/install-deps.sh)"
+fi
 echo "preempted at steps (requeue) and $stop_step (USR2); fingerprints equal: $got"
 echo "ok"

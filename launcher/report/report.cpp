@@ -1,0 +1,302 @@
+#include "report/report.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string_view>
+#include <vector>
+
+#include "run/run_dir.hpp"
+#include "spec/choices.hpp"
+#include "spec/spec.hpp"
+
+namespace hpctrain::embedded {
+std::string_view report_template();
+std::string_view uplot_js();
+std::string_view uplot_css();
+}  // namespace hpctrain::embedded
+
+namespace hpctrain::report {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// "2026-11-22T02:48:10Z" as Unix seconds; null when it is not that form.
+json report_unix_time(const std::string& text) {
+  std::tm tm{};
+  char zone = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &zone) != 7 ||
+      zone != 'Z') {
+    return nullptr;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+std::string report_now_utc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The spec's figures the header shows; {"error": ...} when spec.toml does not load.
+json report_spec_summary(const fs::path& dir) {
+  spec::LoadOptions options;
+  options.spec_file = dir / "spec.toml";
+  options.check_paths = false;
+  try {
+    const auto s = spec::load(options).spec;
+    json j;
+    j["name"] = s.job.name;
+    j["model"] = std::string(spec::name_of(s.model.arch));
+    j["num_classes"] = s.model.num_classes;
+    if (s.data.synthetic) {
+      j["dataset"] = "synthetic (" + std::to_string(s.data.synthetic_samples) + " images, " +
+                     std::to_string(s.data.synthetic_image_size) + " px)";
+    } else if (!s.data.train.empty()) {
+      std::string d = fs::path(s.data.train.front()).filename().string();
+      if (s.data.train.size() > 1) d += " + " + std::to_string(s.data.train.size() - 1) + " more";
+      j["dataset"] = d;
+      j["dataset_path"] = s.data.train.front();
+    } else {
+      j["dataset"] = "none";
+    }
+    j["nodes"] = s.job.nodes;
+    j["tasks_per_node"] = s.job.tasks_per_node;
+    j["gpus_per_node"] = s.job.gpus_per_node;
+    j["epochs"] = s.train.epochs;
+    if (s.train.max_steps) j["max_steps"] = *s.train.max_steps;
+    j["batch_size"] = s.train.batch_size;
+    j["precision"] = std::string(spec::name_of(s.train.precision));
+    j["optimizer"] = std::string(spec::name_of(s.train.optimizer.name));
+    j["lr"] = s.train.optimizer.lr;
+    j["schedule"] = std::string(spec::name_of(s.train.schedule.name));
+    return j;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (auto nl = what.find('\n'); nl != std::string::npos && nl + 1 < what.size()) {
+      what = what.substr(0, nl);
+    }
+    return {{"error", what}};
+  }
+}
+
+// Committed checkpoints (step-NNNNNNNNN with manifest.json), by step, with the commit time from the
+// manifest (its modification time when it has none), and the number of step directories not
+// committed.
+void report_checkpoints(const fs::path& dir, json& out) {
+  out["checkpoints"] = json::array();
+  out["uncommitted_checkpoints"] = 0;
+  std::error_code ec;
+  fs::directory_iterator it(dir / "checkpoints", ec);
+  if (ec) return;
+  static const std::regex kStep("step-([0-9]{1,18})");
+  static const std::regex kTmp("\\.step-[0-9]{9,18}\\.tmp");
+  std::vector<std::pair<int64_t, json>> found;
+  size_t uncommitted = 0;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const std::string name = it->path().filename().string();
+    std::smatch m;
+    if (std::regex_match(name, m, kTmp)) {
+      ++uncommitted;
+      continue;
+    }
+    if (!std::regex_match(name, m, kStep)) continue;
+    const int64_t step = std::stoll(m[1].str());
+    // Only names written exactly as the store writes them are steps (docs/checkpoint-format.md):
+    // "step-12" or "step-0000000012" are someone else's.
+    char canonical[32];
+    std::snprintf(canonical, sizeof canonical, "step-%09lld", static_cast<long long>(step));
+    if (name != canonical) continue;
+    const fs::path manifest = it->path() / "manifest.json";
+    if (!fs::exists(manifest, ec)) {
+      ++uncommitted;
+      continue;
+    }
+    json c{{"step", step}, {"time", nullptr}, {"committed_at", nullptr}};
+    std::ifstream in(manifest);
+    const json parsed = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object() && parsed.contains("committed_at") &&
+        parsed["committed_at"].is_string()) {
+      c["committed_at"] = parsed["committed_at"];
+      c["time"] = report_unix_time(parsed["committed_at"].get<std::string>());
+    }
+    if (c["time"].is_null()) {
+      const auto written = fs::last_write_time(manifest, ec);
+      if (!ec) {
+        c["time"] = std::chrono::duration_cast<std::chrono::seconds>(
+                        written - fs::file_time_type::clock::now() +
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+      }
+    }
+    found.emplace_back(step, c);
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [step, c] : found) out["checkpoints"].push_back(c);
+  out["uncommitted_checkpoints"] = uncommitted;
+}
+
+// One run directory: metrics as columns (file order, repeats after a resume kept), attempts,
+// checkpoints, spec summary.
+json report_describe(const fs::path& dir) {
+  json j;
+  j["dir"] = fs::absolute(dir).lexically_normal().string();
+  j["exists"] = fs::is_directory(dir);
+  j["spec"] =
+      fs::exists(dir / "spec.toml") ? report_spec_summary(dir) : json{{"error", "no spec.toml"}};
+  size_t malformed = 0;
+  const auto records = run::read_metrics(dir, &malformed);
+  j["malformed_metrics_lines"] = malformed;
+  static const std::map<std::string, std::vector<std::string>> kColumns = {
+      {"train", {"loss", "lr", "images_per_s", "loss_scale"}},
+      {"eval", {"loss", "top1", "top5", "samples", "seconds"}}};
+  for (const auto& [kind, columns] : kColumns) {
+    json cols;
+    cols["step"] = json::array();
+    cols["epoch"] = json::array();
+    cols["wall_time"] = json::array();
+    for (const auto& c : columns) cols[c] = json::array();
+    for (const auto& r : records) {
+      if (r.kind != kind) continue;
+      cols["step"].push_back(r.step);
+      cols["epoch"].push_back(r.epoch);
+      cols["wall_time"].push_back(r.wall_time);
+      for (const auto& c : columns) {
+        auto v = r.values.find(c);
+        // NaN and infinities have no JSON form: a gap in the chart.
+        if (v == r.values.end() || !std::isfinite(v->second)) {
+          cols[c].push_back(nullptr);
+        } else {
+          cols[c].push_back(v->second);
+        }
+      }
+    }
+    j[kind] = cols;
+  }
+  size_t malformed_attempts = 0;
+  j["attempts"] = json::array();
+  for (const auto& a : run::read_attempts(dir, &malformed_attempts)) {
+    json e{{"job_id", a.job_id},
+           {"restart", a.restart},
+           {"nodes", a.nodes},
+           {"start", a.start},
+           {"end", a.end},
+           {"start_time", report_unix_time(a.start)},
+           {"end_time", report_unix_time(a.end)},
+           {"exit_status", a.exit_status},
+           {"reason", a.reason},
+           {"last_step", nullptr}};
+    if (a.last_step) e["last_step"] = *a.last_step;
+    if (a.array_task_id) e["array_task_id"] = *a.array_task_id;
+    j["attempts"].push_back(e);
+  }
+  j["malformed_attempts_lines"] = malformed_attempts;
+  report_checkpoints(dir, j);
+  return j;
+}
+
+}  // namespace
+
+json collect(const fs::path& run_dir) {
+  if (!fs::is_directory(run_dir) || !fs::exists(run_dir / "spec.toml")) {
+    throw run::RunDirError(run_dir.string() +
+                           " is not a run directory (no spec.toml); see hpctrain submit");
+  }
+  json out;
+  out["run_dir"] = fs::absolute(run_dir).lexically_normal().string();
+  out["generated_at"] = report_now_utc();
+  out["spec"] = report_spec_summary(run_dir);
+  out["runs"] = json::array();
+  const auto submission = run::last_submission(run_dir);
+  if (submission) {
+    out["submission"] = {{"job_id", submission->job_id},
+                         {"submitted_at", submission->submitted_at},
+                         {"array_tasks", submission->array_tasks}};
+  } else {
+    out["submission"] = nullptr;
+  }
+  if (submission && submission->array_tasks > 0) {
+    for (size_t t = 0; t < submission->array_tasks; ++t) {
+      char name[32];
+      std::snprintf(name, sizeof name, "task-%03zu", t);
+      json r = report_describe(run_dir / name);
+      r["name"] = name;
+      r["task"] = t;
+      out["runs"].push_back(r);
+    }
+  } else {
+    json r = report_describe(run_dir);
+    r["name"] = "";
+    out["runs"].push_back(r);
+  }
+  return out;
+}
+
+std::string escape_for_script(const std::string& json) {
+  std::string out;
+  out.reserve(json.size());
+  for (const char c : json) {
+    // Outside strings JSON has none of these characters; inside, the escape means the same.
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_html(const json& data) {
+  // Markers are replaced in the template only, never inside what was put in: a marker's text in
+  // the data or in uPlot cannot be substituted again.
+  const std::string_view tmpl = embedded::report_template();
+  const std::string payload =
+      escape_for_script(data.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace));
+  const std::vector<std::pair<std::string_view, std::string_view>> fills = {
+      {"/*@UPLOT_CSS@*/", embedded::uplot_css()},
+      {"/*@UPLOT_JS@*/", embedded::uplot_js()},
+      {"@REPORT_DATA@", payload}};
+  std::string out;
+  out.reserve(tmpl.size() + payload.size() + embedded::uplot_js().size() + 4096);
+  size_t pos = 0;
+  while (pos < tmpl.size()) {
+    size_t best = std::string_view::npos;
+    const std::pair<std::string_view, std::string_view>* which = nullptr;
+    for (const auto& f : fills) {
+      const size_t at = tmpl.find(f.first, pos);
+      if (at < best) best = at, which = &f;
+    }
+    if (!which) {
+      out.append(tmpl.substr(pos));
+      break;
+    }
+    out.append(tmpl.substr(pos, best - pos));
+    out.append(which->second);
+    pos = best + which->first.size();
+  }
+  return out;
+}
+
+}  // namespace hpctrain::report

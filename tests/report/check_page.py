@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Checks the DOM that `chromium --dump-dom` printed for an `hpctrain report` page against the run
+directory it was written from. Expected counts come from the run's files, read here on their own:
+
+- no error recorded in #page-errors, the page's script ran to its end (body data-report="drawn"),
+  and chromium's log (--enable-logging=stderr) has no console message;
+- every chart: against step, one point per distinct step of its kind (the last line written for
+  a step wins), against wall time one per line; each series holds as many numbers, and their sum
+  is that of the last values written; resumes marked on step charts, attempt starts on wall-time
+  charts;
+- the timeline: one .attempt-bar per attempts.jsonl line, one .checkpoint-mark per committed
+  checkpoint (step-N/ with manifest.json), per run (each task of a job array);
+- the run directory's path shows in the header as it is (escaping kept it whole).
+
+check_page.py DOM CHROMIUM_LOG RUN_DIR [--no-metrics]
+"""
+import glob
+import json
+import os
+import re
+import sys
+from html.parser import HTMLParser
+
+QUANTITIES = [  # id, kind, columns (as in launcher/report/report.html.in)
+    ('loss', 'train', ['loss']),
+    ('accuracy', 'eval', ['top1', 'top5']),
+    ('throughput', 'train', ['images_per_s']),
+    ('lr', 'train', ['lr']),
+    ('loss_scale', 'train', ['loss_scale']),
+]
+
+errors = []
+
+
+def fail(msg):
+    errors.append(msg)
+
+
+class Dom(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.elements = []  # (tag, attrs, section)
+        self.section = None
+        self.page_text = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == 'section' and 'data-run' in a:
+            self.section = a['data-run']
+        self.elements.append((tag, a, self.section))
+
+    def handle_data(self, data):
+        self.page_text.append(data)
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float('inf')
+
+
+def expected_charts(run_dir, prefix):
+    records = []
+    path = os.path.join(run_dir, 'metrics.jsonl')
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(r, dict) and isinstance(r.get('kind'), str) and isinstance(r.get('step'), int):
+                    records.append(r)
+    out = {}
+    for qid, kind, cols in QUANTITIES:
+        lines = [r for r in records if r['kind'] == kind]
+        last = {}
+        for r in lines:
+            last[r['step']] = r
+        scale = 100 if kind == 'eval' else 1  # accuracy is drawn in percent
+        def sums(rs):
+            return [sum(r[c] * scale for r in rs if is_number(r.get(c))) for c in cols]
+        out[prefix + qid + '/step'] = (len(last), [sum(is_number(r.get(c)) for r in last.values()) for c in cols],
+                                       sums(last.values()))
+        out[prefix + qid + '/time'] = (len(lines), [sum(is_number(r.get(c)) for r in lines) for c in cols],
+                                       sums(lines))
+    return out, records
+
+
+def committed(run_dir):
+    n = 0
+    for d in glob.glob(os.path.join(run_dir, 'checkpoints', 'step-*')):
+        name = os.path.basename(d)
+        m = re.fullmatch(r'step-([0-9]{9,18})', name)
+        # Only names as the store writes them: zero-padded to 9 digits (docs/checkpoint-format.md).
+        if m and name == 'step-%09d' % int(m.group(1)) and os.path.exists(os.path.join(d, 'manifest.json')):
+            n += 1
+    return n
+
+
+def attempts(run_dir):
+    path = os.path.join(run_dir, 'attempts.jsonl')
+    if not os.path.exists(path):
+        return 0
+    n = 0
+    with open(path) as f:
+        for line in f:
+            try:
+                if isinstance(json.loads(line), dict):
+                    n += 1
+            except ValueError:
+                pass
+    return n
+
+
+def starts_after_first(run_dir):
+    path = os.path.join(run_dir, 'attempts.jsonl')
+    if not os.path.exists(path):
+        return 0
+    n = 0
+    with open(path) as f:
+        for i, line in enumerate(l for l in f if l.strip()):
+            try:
+                a = json.loads(line)
+            except ValueError:
+                continue
+            if i > 0 and isinstance(a, dict) and re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', str(a.get('start'))):
+                n += 1
+    return n
+
+
+def main():
+    dom_file, log_file, run_dir = sys.argv[1:4]
+    no_metrics = '--no-metrics' in sys.argv[4:]
+    with open(dom_file, encoding='utf-8') as f:
+        dom_text = f.read()
+    dom = Dom()
+    dom.feed(dom_text)
+    text = ''.join(dom.page_text)
+
+    # Errors: recorded in the page, or logged by chromium.
+    for tag, a, _ in dom.elements:
+        if a.get('id') == 'page-errors' and a.get('data-count') != '0':
+            fail('the page recorded errors: data-count=%s' % a.get('data-count'))
+        if a.get('class') == 'page-error':
+            fail('page error element present')
+    for m in re.findall(r'<div class="page-error">([^<]*)', dom_text):
+        fail('page error: ' + m)
+    if not any(t == 'body' and a.get('data-report') == 'drawn' for t, a, _ in dom.elements):
+        fail('the page script did not run to its end (no body[data-report=drawn])')
+    with open(log_file, encoding='utf-8', errors='replace') as f:
+        for line in f:
+            if ':CONSOLE' in line or 'Uncaught' in line:
+                fail('chromium log: ' + line.strip())
+
+    # The run directory as written, escaping undone by the browser.
+    want_dir = os.path.abspath(run_dir)
+    if want_dir not in text:
+        fail('the run directory %r is not shown whole in the page' % want_dir)
+
+    with open(os.path.join(run_dir, 'submissions.jsonl')) as f:
+        sub = [json.loads(l) for l in f if l.strip()][-1]
+    tasks = sub.get('array_tasks', 0)
+    runs = [('task-%03d' % t, os.path.join(run_dir, 'task-%03d' % t)) for t in range(tasks)] if tasks else [('run', run_dir)]
+
+    charts = {a['data-chart']: a for t, a, _ in dom.elements if 'data-chart' in a}
+    drawn = 0
+    for name, d in runs:
+        prefix = name + '/' if tasks else ''
+        exp, records = expected_charts(d, prefix)
+        if no_metrics:
+            if records:
+                fail('fixture has metrics but --no-metrics was given')
+            if 'data-no-metrics="true"' not in dom_text or 'No metrics yet' not in text:
+                fail('%s: the page does not say that there are no metrics yet' % name)
+        for cid, (points, values, sums) in exp.items():
+            if points == 0:
+                if not no_metrics and cid in charts and charts[cid].get('data-points') not in (None, '0'):
+                    fail('%s: %s points, expected none' % (cid, charts[cid].get('data-points')))
+                continue
+            a = charts.get(cid)
+            if a is None:
+                fail('%s: no chart' % cid)
+                continue
+            if a.get('data-drawn') != 'true':
+                fail('%s: not drawn' % cid)
+            if a.get('data-points') != str(points):
+                fail('%s: %s points, expected %d' % (cid, a.get('data-points'), points))
+            if a.get('data-series-lengths') != ','.join([str(points)] * len(values)):
+                fail('%s: series lengths %s, expected %d each' % (cid, a.get('data-series-lengths'), points))
+            if a.get('data-series-values') != ','.join(map(str, values)):
+                fail('%s: series values %s, expected %s' % (cid, a.get('data-series-values'), values))
+            # Resumes on step charts: at least one per attempt after the first (the ledger's; the
+            # page adds any the metrics show that the ledger does not explain). Attempt starts
+            # on wall-time charts: one per attempt after the first.
+            later = max(0, starts_after_first(d))
+            marks = int(a.get('data-marks', '-1'))
+            if cid.endswith('/step') and marks < max(0, attempts(d) - 1):
+                fail('%s: %d resume marks, expected at least %d' % (cid, marks, attempts(d) - 1))
+            if cid.endswith('/time') and marks != later:
+                fail('%s: %d attempt-start marks, expected %d' % (cid, marks, later))
+            got = [float(v) for v in (a.get('data-series-sums') or '').split(',') if v]
+            if len(got) != len(sums) or any(abs(g - w) > 1e-6 * max(1.0, abs(w)) for g, w in zip(got, sums)):
+                fail('%s: series sums %s, expected %s (the last value written for each step)' % (cid, got, sums))
+            drawn += 1
+        bars = sum(1 for t, a, s in dom.elements if a.get('class') == 'attempt-bar' and s == name)
+        marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'checkpoint-mark' and s == name)
+        if bars != attempts(d):
+            fail('%s: %d attempt bars, expected %d' % (name, bars, attempts(d)))
+        if marks != committed(d):
+            fail('%s: %d checkpoint marks, expected %d' % (name, marks, committed(d)))
+        print('%s: %d charts checked, %d attempt bars, %d checkpoint marks' % (name, len([c for c in exp.values() if c[0]]), bars, marks))
+    if not no_metrics and drawn == 0:
+        fail('no chart checked')
+    if tasks:
+        rows = sum(1 for t, a, _ in dom.elements if a.get('class') == 'task-row')
+        if rows != tasks:
+            fail('%d task rows, expected %d' % (rows, tasks))
+    for e in errors:
+        print('FAIL: ' + e, file=sys.stderr)
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == '__main__':
+    main()

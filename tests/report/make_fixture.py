@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Fixture run directories for the report tests (docs/run-directory.md, docs/checkpoint-format.md).
+
+make_fixture.py preempted DIR   a run requeued once and then completed: metrics.jsonl repeats the
+                                steps after the resume, committed checkpoints, one step directory
+                                without a manifest and a save in progress (.step-N.tmp)
+make_fixture.py array DIR       a job array of two tasks, each like the above (the second one with
+                                no evaluation yet and a single attempt)
+make_fixture.py empty DIR       submitted, nothing run yet: no metrics, no attempts
+Node names carry "</script><!--" so that the page's JSON escaping is exercised.
+"""
+import json
+import os
+import sys
+
+T0 = 1795458000  # 2026-11-23T16:20:00Z
+EVIL = '</script><!--<script>window.hacked=1</script>'
+
+
+def iso(t):
+    import time
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(t))
+
+
+def spec(d, name):
+    with open(os.path.join(d, 'spec.toml'), 'w') as f:
+        f.write(f'''[job]
+name = "{name}"
+nodes = 1
+tasks_per_node = 2
+run_dir = "/var/tmp/report-fixture/{name}"
+worker = "/bin/true"
+[data]
+synthetic = true
+synthetic_samples = 512
+synthetic_image_size = 16
+[model]
+arch = "resnet20"
+num_classes = 10
+[train]
+epochs = 3
+batch_size = 16
+''')
+
+
+def checkpoint(d, step, t):
+    c = os.path.join(d, 'checkpoints', 'step-%09d' % step)
+    os.makedirs(c)
+    with open(os.path.join(c, 'model.pt'), 'wb') as f:
+        f.write(b'x' * 16)
+    with open(os.path.join(c, 'manifest.json'), 'w') as f:
+        json.dump({'committed_at': iso(t), 'files': {'model.pt': {'rank': 0, 'size': 16,
+                   'xxh3_64': '0000000000000000'}}, 'format': 'hpctrain-checkpoint',
+                   'format_version': 1, 'hash': 'xxh3_64', 'meta': {'step': step}, 'step': step,
+                   'world_size': 2}, f, indent=2, sort_keys=True)
+
+
+def train_line(step, t, loss):
+    return {'kind': 'train', 'step': step, 'epoch': 1 + (step - 1) // 40, 'loss': loss,
+            'lr': 0.1 * (1 - step / 130), 'images_per_s': 400.0 + step, 'loss_scale': 1.0,
+            'wall_time': t}
+
+
+def eval_line(step, t, top1):
+    return {'kind': 'eval', 'step': step, 'epoch': step // 40, 'loss': 1.0 - top1, 'top1': top1,
+            'top5': min(1.0, top1 + 0.2), 'samples': 512, 'seconds': 1.5, 'wall_time': t}
+
+
+def preempted(d, job_id, task=None, evals=True, resumed=True):
+    os.makedirs(d, exist_ok=True)
+    spec(d, os.path.basename(d))
+    lines, attempts = [], []
+    # Attempt 1: steps 10..80, checkpoints at 30 and 60, requeued at step 84.
+    a1_start = T0
+    for step in range(10, 90, 10):
+        lines.append(train_line(step, a1_start + step * 2, 2.0 - step / 100))
+        if evals and step in (40, 80):
+            lines.append(eval_line(step, a1_start + step * 2 + 1, 0.3 + step / 400))
+    checkpoint(d, 30, a1_start + 61)
+    checkpoint(d, 60, a1_start + 121)
+    a1_end = a1_start + 170
+    attempts.append({'job_id': job_id, 'array_task_id': task, 'restart': 0,
+                     'nodes': 'node' + EVIL, 'start': iso(a1_start), 'end': iso(a1_end),
+                     'exit_status': 75, 'reason': 'requeued', 'last_step': 60})
+    if resumed:
+        # Attempt 2 resumes from step 60: steps 70 and 80 (and the eval at 80) are written again.
+        a2_start = a1_end + 40
+        for step in range(70, 130, 10):
+            lines.append(train_line(step, a2_start + (step - 60) * 2, 1.9 - step / 100))
+            if evals and step in (80, 120):
+                lines.append(eval_line(step, a2_start + (step - 60) * 2 + 1, 0.35 + step / 400))
+        checkpoint(d, 90, a2_start + 61)
+        checkpoint(d, 120, a2_start + 121)
+        a2_end = a2_start + 130
+        attempts.append({'job_id': job_id, 'array_task_id': task, 'restart': 1,
+                         'nodes': 'node02', 'start': iso(a2_start), 'end': iso(a2_end),
+                         'exit_status': 0, 'reason': 'completed', 'last_step': 120})
+    # Not committed: a step directory without its manifest, and a save in progress.
+    os.makedirs(os.path.join(d, 'checkpoints', 'step-000000100'))
+    os.makedirs(os.path.join(d, 'checkpoints', '.step-000000110.tmp'))
+    with open(os.path.join(d, 'metrics.jsonl'), 'w') as f:
+        for line in lines:
+            f.write(json.dumps(line) + '\n')
+    with open(os.path.join(d, 'attempts.jsonl'), 'w') as f:
+        for a in attempts:
+            f.write(json.dumps(a) + '\n')
+
+
+def submission(d, job_id, array_tasks):
+    with open(os.path.join(d, 'submissions.jsonl'), 'w') as f:
+        f.write(json.dumps({'job_id': job_id, 'submitted_at': iso(T0 - 5),
+                            'array_tasks': array_tasks}) + '\n')
+
+
+def main():
+    kind, d = sys.argv[1], sys.argv[2]
+    os.makedirs(d, exist_ok=True)
+    if kind == 'preempted':
+        preempted(d, '4711')
+        submission(d, '4711', 0)
+    elif kind == 'array':
+        spec(d, os.path.basename(d))
+        submission(d, '4800', 2)
+        preempted(os.path.join(d, 'task-000'), '4800_0', task=0)
+        preempted(os.path.join(d, 'task-001'), '4800_1', task=1, evals=False, resumed=False)
+    elif kind == 'empty':
+        spec(d, os.path.basename(d))
+        submission(d, '4900', 0)
+    else:
+        sys.exit('unknown fixture ' + kind)
+
+
+if __name__ == '__main__':
+    main()
