@@ -106,3 +106,6 @@ echo
 echo "==> $(grep -o 'final: test top-1 [0-9.]*%' "$run/logs/slurm-$id.out" | sed 's/final: //') after $((SECONDS - started)) s in Slurm; run directory $run"
 # Every rank prints a fingerprint of its final weights: a run with DEMO_NO_PREEMPT=1 prints the same.
 echo "==> final weights: $(grep -ohE 'fnv1a64 0x[0-9a-f]+' "$run/logs/slurm-$id.err" | sort -u | paste -sd' ')"
+"$hpctrain" report "$run" >/dev/null
+echo "==> hpctrain report: $run/report.html (curves, attempts, checkpoints; opens offline)"
+echo "    TensorBoard: tensorboard --logdir $run/tensorboard"
