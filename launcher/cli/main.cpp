@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   add_status(app);
   add_cancel(app);
   add_keys(app);
+  add_list(app);
+  add_logs(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
