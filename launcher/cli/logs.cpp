@@ -216,7 +216,8 @@ void add_logs(CLI::App& app) {
     auto next_query = Clock::now();
     // Since when Slurm has not known the job / not answered; the epoch while it does.
     Clock::time_point unknown_since{}, unreachable_since{};
-    std::string ended;  // the terminal state, once seen
+    std::string ended;       // the terminal state, once seen twice
+    std::string last_state;  // the state the previous query saw
     std::string stop_note;
     while (!g_logs_interrupted) {
       const auto now = Clock::now();
@@ -250,7 +251,12 @@ void add_logs(CLI::App& app) {
             }
           } else {
             unknown_since = {};
-            if (slurm::is_terminal_state(mine->state)) ended = mine->state;
+            // A state seen by two queries in a row: a preempted job, say, may be PREEMPTED for a
+            // moment before Slurm requeues it.
+            if (slurm::is_terminal_state(mine->state) && mine->state == last_state) {
+              ended = mine->state;
+            }
+            last_state = mine->state;
           }
         } catch (const slurm::SlurmError& e) {
           if (unreachable_since == Clock::time_point{}) unreachable_since = now;
