@@ -46,5 +46,7 @@ void add_status(CLI::App& app);
 void add_cancel(CLI::App& app);
 void add_keys(CLI::App& app);
 void add_report(CLI::App& app);
+void add_list(CLI::App& app);
+void add_logs(CLI::App& app);
 
 }  // namespace hpctrain::cli

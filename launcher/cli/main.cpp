@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   add_cancel(app);
   add_keys(app);
   add_report(app);
+  add_list(app);
+  add_logs(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,5 +1,6 @@
 // hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct), attempts and restarts from
-// the ledger, last committed checkpoint, latest metrics line.
+// the ledger, last committed checkpoint, latest metrics lines and the training loss trend
+// (run/trend.hpp).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 #include "cli/common.hpp"
 #include "run/run_dir.hpp"
+#include "run/trend.hpp"
 #include "slurm/client.hpp"
 
 namespace hpctrain::cli {
@@ -57,6 +59,19 @@ nlohmann::json describe_dir(const fs::path& dir) {
   for (const auto& [kind, line] : run::last_metrics_by_kind(dir)) {
     if (kind == "train" || kind == "eval") j["last_" + kind] = nlohmann::json::parse(line);
   }
+  if (const auto trend = run::loss_trend(run::read_metrics(dir))) {
+    auto loss = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& b : trend->buckets) buckets.push_back(loss(b));
+    j["loss_trend"] = {{"first_step", trend->first_step},
+                       {"last_step", trend->last_step},
+                       {"first_loss", loss(trend->first_loss)},
+                       {"last_loss", loss(trend->last_loss)},
+                       {"points", trend->points},
+                       {"non_finite", trend->non_finite},
+                       {"buckets", buckets},
+                       {"sparkline", trend->sparkline}};
+  }
   return j;
 }
 
@@ -94,6 +109,30 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
               << ", lr " << number(m, "lr", "%.5g", 1) << ", "
               << number(m, "images_per_s", "%.0f", 1) << " images/s, loss scale "
               << number(m, "loss_scale", "%g", 1) << '\n';
+  }
+  if (d.contains("loss_trend")) {
+    // "loss 2.304 -> 0.412 over steps 20..700  ▇▆▅▄▃▃▂▂▁▁": the sparkline is relative (lowest
+    // bucket to highest); "!" marks a bucket whose losses were all NaN or infinite.
+    const auto& t = d["loss_trend"];
+    auto loss = [](const nlohmann::json& v) {
+      if (!v.is_number()) return std::string("non-finite");
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+      return std::string(buf);
+    };
+    std::cout << indent << "trend:      loss " << loss(t["first_loss"]);
+    if (t["points"].get<size_t>() > 1) {
+      std::cout << " -> " << loss(t["last_loss"]) << " over steps "
+                << t["first_step"].get<int64_t>() << ".." << t["last_step"].get<int64_t>();
+    } else {
+      std::cout << " at step " << t["first_step"].get<int64_t>();
+    }
+    std::cout << "  " << t["sparkline"].get<std::string>();
+    if (t["non_finite"].get<size_t>() > 0) {
+      std::cout << " (" << t["non_finite"].get<size_t>() << " of " << t["points"].get<size_t>()
+                << " steps with a non-finite loss)";
+    }
+    std::cout << '\n';
   }
   if (d.contains("last_eval")) {
     const auto& m = d["last_eval"];

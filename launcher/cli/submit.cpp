@@ -1,5 +1,6 @@
 // hpctrain submit SPEC: resolve, create the run directory, freeze the spec, write the script,
-// sbatch it (argv, no shell), record and print the job id.
+// sbatch it (argv, no shell), record and print the job id. When sbatch fails, a run directory this
+// submit created is removed again.
 #include <iostream>
 #include <memory>
 
@@ -31,11 +32,25 @@ void add_submit(CLI::App& app) {
       std::cerr << "hpctrain: replaced the frozen spec in " << prepared.run_dir.string()
                 << " (--force); the old one is kept as spec.toml.replaced-N\n";
     }
+    if (prepared.unsubmitted_spec_replaced) {
+      std::cerr << "hpctrain: " << prepared.run_dir.string()
+                << " was never submitted; its spec (from a dry run) is replaced by this one\n";
+    }
     if (args->dry_run) {
       std::cerr << "dry run: wrote " << prepared.script.string() << "; not submitted\n";
       return;
     }
-    const std::string job_id = slurm::make_command_client()->submit(prepared.script);
+    std::string job_id;
+    try {
+      job_id = slurm::make_command_client()->submit(prepared.script);
+    } catch (const slurm::SlurmError& e) {
+      // A failed submit leaves no run directory behind that it created itself; one that existed
+      // before (earlier submissions, a dry run) keeps what it had.
+      if (!run::discard_unsubmitted(prepared)) throw;
+      throw Exit(kExitFailure, std::string("hpctrain: slurm: ") + e.what() +
+                                   "\nhpctrain: nothing submitted; removed " +
+                                   prepared.created.string() + ", which this submit had created");
+    }
     run::record_submission(prepared.run_dir, {job_id, utc_now(), prepared.array_tasks});
     std::cerr << "submitted job " << job_id << "; run directory " << prepared.run_dir.string()
               << '\n';

@@ -69,11 +69,16 @@ void make_dirs(const fs::path& dir) {
   if (ec) throw RunDirError("cannot create " + dir.string() + ": " + ec.message());
 }
 
-// Writes the frozen spec unless an identical one is there; refuses a different one without force.
-bool put_spec(const fs::path& dir, const std::string& frozen, bool force) {
+// Writes the frozen spec unless an identical one is there; refuses a different one without force
+// (or `unused`: the directory was never submitted nor run, so the old spec is simply replaced).
+bool put_spec(const fs::path& dir, const std::string& frozen, bool force, bool unused) {
   const fs::path path = dir / "spec.toml";
   const auto existing = read_file(path);
   if (existing && *existing == frozen) return false;
+  if (existing && unused) {
+    write_file_atomic(path, frozen);
+    return false;
+  }
   if (existing) {
     if (!force) {
       throw RunDirError(path.string() +
@@ -91,6 +96,18 @@ bool put_spec(const fs::path& dir, const std::string& frozen, bool force) {
   }
   write_file_atomic(path, frozen);
   return existing.has_value();
+}
+
+// Nothing was ever submitted from or run in this directory (or its array task folders).
+bool never_used(const fs::path& run_dir, const std::vector<fs::path>& dirs) {
+  if (last_submission(run_dir)) return false;
+  for (const auto& d : dirs) {
+    for (const char* name :
+         {"submissions.jsonl", "attempts.jsonl", "metrics.jsonl", "checkpoints", "model.pt"}) {
+      if (fs::exists(d / name)) return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -125,16 +142,46 @@ Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool
   p.run_dir = s.job.run_dir;
   p.script = p.run_dir / "job.sbatch";
   p.array_tasks = resolved.tasks.size();
+  for (fs::path d = p.run_dir; !d.empty() && d != d.parent_path() && !fs::exists(d);
+       d = d.parent_path()) {
+    p.created = d;
+  }
   make_dirs(p.run_dir);
   DirLock lock(p.run_dir);
   make_dirs(p.run_dir / "logs");
-  p.spec_changed = put_spec(p.run_dir, spec::freeze(s), force);
+  std::vector<fs::path> dirs = {p.run_dir};
+  for (const auto& task : resolved.tasks) dirs.push_back(task.job.run_dir);
+  const bool unused = never_used(p.run_dir, dirs);
+  bool replaced = false;
+  const std::string frozen = spec::freeze(s);
+  if (unused && read_file(p.run_dir / "spec.toml").value_or(frozen) != frozen) replaced = true;
+  p.spec_changed = put_spec(p.run_dir, frozen, force, unused);
   for (const auto& task : resolved.tasks) {
     make_dirs(task.job.run_dir);
-    p.spec_changed = put_spec(task.job.run_dir, spec::freeze(task), force) || p.spec_changed;
+    const std::string task_frozen = spec::freeze(task);
+    if (unused &&
+        read_file(fs::path(task.job.run_dir) / "spec.toml").value_or(task_frozen) != task_frozen) {
+      replaced = true;
+    }
+    p.spec_changed = put_spec(task.job.run_dir, task_frozen, force, unused) || p.spec_changed;
   }
+  p.unsubmitted_spec_replaced = replaced;
   write_file_atomic(p.script, script);
   return p;
+}
+
+bool discard_unsubmitted(const Prepared& p) {
+  if (p.created.empty() || last_submission(p.run_dir)) return false;
+  std::error_code ec;
+  fs::remove_all(p.run_dir, ec);
+  if (ec) throw RunDirError("cannot remove " + p.run_dir.string() + ": " + ec.message());
+  // The parents it made, innermost first, only while empty (another submit may be filling one).
+  for (fs::path d = p.run_dir.parent_path(); p.created != p.run_dir && !d.empty();
+       d = d.parent_path()) {
+    if (!fs::remove(d, ec) || ec) break;
+    if (d == p.created) break;
+  }
+  return true;
 }
 
 void record_submission(const fs::path& run_dir, const Submission& s) {

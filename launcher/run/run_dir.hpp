@@ -34,12 +34,26 @@ struct Prepared {
   fs::path script;  // run_dir/job.sbatch
   size_t array_tasks = 0;
   bool spec_changed = false;  // an earlier, different spec was replaced (--force)
+  // A different spec from a run directory that was never submitted nor run (a dry run) was
+  // replaced; no --force is needed for that.
+  bool unsubmitted_spec_replaced = false;
+  // The outermost directory this call created (run_dir or one of its parents); empty when run_dir
+  // existed already. discard_unsubmitted() removes it again.
+  fs::path created;
 };
 
 // Creates the run directory (and logs/, task dirs for arrays), writes the frozen spec(s) and the
 // script. Refuses to replace a different frozen spec unless `force`; the replaced spec is kept as
 // spec.toml.replaced-N. Holds run_dir/.lock while it works.
+// A run directory that was never submitted (no line in submissions.jsonl) and never run (no
+// attempts, metrics or checkpoints) holds nothing but what a dry run wrote: a changed spec replaces
+// its spec without `force`.
 Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool force);
+
+// After a failed sbatch: removes what prepare() created (the run directory and the parents it
+// made), unless a submission was recorded there meanwhile. A directory that existed before is
+// left alone. Returns whether anything was removed.
+bool discard_unsubmitted(const Prepared& prepared);
 
 struct Submission {
   std::string job_id;

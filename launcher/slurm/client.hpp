@@ -19,6 +19,13 @@ class SlurmError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// No Slurm controller answered (no configuration found, nothing listening at the controller's
+// address, or it timed out). The message says so, quotes Slurm and says how to check.
+class SlurmUnreachable : public SlurmError {
+ public:
+  using SlurmError::SlurmError;
+};
+
 struct JobState {
   std::string job_id;  // "123" or "123_4" for an array task
   std::string state;   // PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, REQUEUED, ...
@@ -35,6 +42,10 @@ class SlurmClient {
   // The job's state (several for arrays); empty when neither squeue nor sacct knows the job.
   virtual std::vector<JobState> query(const std::string& job_id) = 0;
   virtual void cancel(const std::string& job_id) = 0;
+  // The states of several jobs with one squeue call (and one sacct call for those squeue no longer
+  // knows): what `hpctrain list` shows. Jobs neither knows are missing from the result. Throws
+  // SlurmUnreachable when no controller answers.
+  virtual std::vector<JobState> query_all(const std::vector<std::string>& job_ids) = 0;
 };
 
 struct CommandClientOptions {
@@ -46,6 +57,14 @@ std::unique_ptr<SlurmClient> make_command_client(CommandClientOptions options = 
 // Validates sbatch --parsable output: "123", "123;cluster", or "123_4" for an array task.
 // Returns the job id without the cluster, or nullopt.
 std::optional<std::string> parse_job_id(const std::string& text);
+
+// Whether a Slurm command's error output means that no controller could be reached (rather than
+// that the controller refused the request).
+bool is_unreachable_message(const std::string& text);
+
+// States in which a job will not run again (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...); PENDING,
+// RUNNING, REQUEUED, COMPLETING and the like are not.
+bool is_terminal_state(const std::string& state);
 
 // Parses "id|state|reason|nodes" lines (squeue -o '%i|%T|%r|%N' and sacct -P alike).
 std::vector<JobState> parse_state_lines(const std::string& text, const std::string& source);

@@ -228,4 +228,34 @@ std::vector<std::string> expand_hostlist(const std::string& expression, size_t m
   return Expander(expression, max_hosts).run();
 }
 
+std::vector<std::string> expand_nodelist(const std::string& expression, size_t max_hosts) {
+  auto fail = [&](const std::string& problem) {
+    HPCTRAIN_THROW(HostlistError, "invalid hostlist '" + expression + "': " + problem);
+  };
+  if (expression.empty()) fail("no host names");
+  bool in_brackets = false;
+  size_t token_start = 0;
+  size_t open_at = 0;
+  for (size_t i = 0; i <= expression.size(); ++i) {
+    const char c = i < expression.size() ? expression[i] : ',';
+    const std::string at = " at position " + std::to_string(i + 1);
+    if (c == ' ' || c == '\t' || c == '\n') fail("a blank" + at);
+    if (c == '[') {
+      if (in_brackets) fail("'[' inside brackets" + at);
+      in_brackets = true;
+      open_at = i;
+    } else if (c == ']') {
+      if (!in_brackets) fail("']' without '['" + at);
+      in_brackets = false;
+    } else if (c == ',' && !in_brackets) {
+      if (i == token_start) {
+        fail(i == expression.size() ? "it ends with ','" : "an empty name" + at);
+      }
+      token_start = i + 1;
+    }
+  }
+  if (in_brackets) fail("'[' at position " + std::to_string(open_at + 1) + " has no ']'");
+  return expand_hostlist(expression, max_hosts);
+}
+
 }  // namespace hpctrain::dist

@@ -21,4 +21,12 @@ class HostlistError : public rt::EnvError {
 // than `max_hosts` names (a guard against "n[0-999999999]").
 std::vector<std::string> expand_hostlist(const std::string& expression, size_t max_hosts = 1 << 20);
 
+// A node list as Slurm itself writes SLURM_JOB_NODELIST and SLURM_STEP_NODELIST
+// ("node[01-03,7],gpu1"), expanded. Stricter than expand_hostlist, which copies scontrol's
+// leniency: an expression that is empty, has an empty name ("a,,b", a trailing ','), a '[' without
+// ']' (scontrol turns "node[1-3" into a host "node]"), a ']' without '[', nested brackets or
+// blanks is refused, since Slurm never writes one and a host made up from it would put ranks on a
+// node that does not exist. Throws HostlistError naming the expression and the problem.
+std::vector<std::string> expand_nodelist(const std::string& expression, size_t max_hosts = 1 << 20);
+
 }  // namespace hpctrain::dist

@@ -27,17 +27,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
-
-bool resolves(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* result = nullptr;
-  const bool ok = ::getaddrinfo(host.c_str(), nullptr, &hints, &result) == 0 && result;
-  if (result) ::freeaddrinfo(result);
-  return ok;
-}
-
 bool resolves_to_loopback(const std::string& host) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -370,56 +359,6 @@ class C10dGroup : public ProcessGroup, public Communicator {
 };
 
 }  // namespace
-
-RendezvousPlan plan_rendezvous(const WorldInfo& world, const EnvMap& env) {
-  RendezvousPlan plan;
-  if (world.world_size == 1) {
-    plan.method = "local";
-    plan.host = "127.0.0.1";
-    plan.port = 0;
-    plan.port_source = "kernel";
-    return plan;
-  }
-  auto agent = env.find("TORCHELASTIC_USE_AGENT_STORE");
-  plan.agent_store = agent != env.end() && agent->second == "True";
-  if (world.master_addr && world.master_port) {
-    plan.method = "tcp";
-    plan.host = *world.master_addr;
-    plan.port = *world.master_port;
-    plan.port_source = "MASTER_ADDR/MASTER_PORT";
-    return plan;
-  }
-  if (world.pmix) {
-    plan.method = "pmix";
-    plan.port = 0;
-    plan.port_source = "kernel-chosen port published through PMIx";
-    return plan;
-  }
-  if (world.source == EnvSource::kSlurm && !world.nodes.empty()) {
-    plan.method = "tcp";
-    plan.host = world.nodes.front();
-    if (world.master_port) {
-      plan.port = *world.master_port;
-      plan.port_source = "MASTER_PORT";
-    } else {
-      plan.port = derive_port(world.job_id, world.step_id, ephemeral_port_range());
-      plan.port_source = "derived from job " + world.job_id + " step " + world.step_id;
-    }
-    if (!resolves(plan.host)) {
-      HPCTRAIN_THROW(rt::Error, "the step's first node '" + plan.host +
-                                    "' (where rank 0 listens) does not resolve to an address; "
-                                    "use srun --mpi=pmix or set MASTER_ADDR");
-    }
-    if (world.rank == 0 && short_name(world.hostname) != short_name(plan.host)) {
-      HPCTRAIN_THROW(rt::Error, "rank 0 runs on " + world.hostname +
-                                    " but the step's first node is " + plan.host +
-                                    "; use srun --mpi=pmix or set MASTER_ADDR");
-    }
-    return plan;
-  }
-  HPCTRAIN_THROW(rt::Error, std::string("no way to rendezvous for ") + to_string(world.source) +
-                                " ranks: set MASTER_ADDR and MASTER_PORT, or launch with PMIx");
-}
 
 JoinOptions join_options_from_spec(const spec::Spec& spec) {
   JoinOptions o;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "dist/rendezvous.hpp"
 #include "dist/world.hpp"
 
 namespace hpctrain::spec {
@@ -27,17 +28,6 @@ struct JoinOptions {
 // [train] rendezvous_timeout_s and collective_timeout_s; the backend and device are the worker's
 // choice (gloo on CPU, nccl on a GPU).
 JoinOptions join_options_from_spec(const spec::Spec& spec);
-
-// How the ranks find each other, decided from the environment without joining anything.
-struct RendezvousPlan {
-  std::string method;        // "pmix", "tcp" (host:port known to all), "local" (one process)
-  std::string host;          // tcp: the store's host
-  int port = 0;              // tcp: the store's port (0 for pmix: chosen by rank 0's kernel)
-  std::string port_source;   // "MASTER_PORT", "derived from job 12 step 0", "kernel"
-  bool agent_store = false;  // torchrun's agent hosts the store; rank 0 is a client too
-};
-
-RendezvousPlan plan_rendezvous(const WorldInfo& world, const EnvMap& env);
 
 class ProcessGroup {
  public:

@@ -275,7 +275,7 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
   }
   if (nodelist) {
     try {
-      world.nodes = expand_hostlist(*nodelist);
+      world.nodes = expand_nodelist(*nodelist);
     } catch (const HostlistError& e) {
       HPCTRAIN_THROW(rt::EnvError, nodelist_var + ": " + e.message());
     }

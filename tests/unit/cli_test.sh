@@ -66,15 +66,19 @@ expect 0 "" "$hpctrain" render meta.toml --set job.nodes=3 -o three.sbatch
 grep -q '^#SBATCH --nodes=3$' three.sbatch || fail "--set job.nodes=3 not rendered"
 expect 2 "\-\-set job.nodes=zero" "$hpctrain" render meta.toml --set job.nodes=zero
 
-# submit --dry-run writes the run directory without Slurm; a different spec is refused after.
+# submit --dry-run writes the run directory without Slurm; while nothing was submitted from it a
+# changed spec replaces the dry run's; once submitted, a different spec is refused.
 sed -i "s|/var/tmp/runs/{name}|$tmp/runs/{name}|" meta.toml
 expect 0 "dry run" "$hpctrain" submit --dry-run --set job.worker=/bin/true meta.toml
 [[ -f runs/meta/spec.toml && -f runs/meta/job.sbatch && -d runs/meta/logs ]] || fail "dry run wrote no run dir"
-expect 1 "holds a different spec" "$hpctrain" submit --dry-run --set job.worker=/bin/true --set train.epochs=2 meta.toml
-expect 0 "replaced" "$hpctrain" submit --dry-run --force --set job.worker=/bin/true --set train.epochs=2 meta.toml
+expect 0 "was never submitted; its spec \(from a dry run\) is replaced" "$hpctrain" submit --dry-run --set job.worker=/bin/true --set train.epochs=2 meta.toml
+grep -q '^epochs = 2$' runs/meta/spec.toml || fail "the dry run's spec was not replaced"
 expect 0 "not submitted" "$hpctrain" status runs/meta
 expect 1 "not a run directory" "$hpctrain" status "$tmp"
 expect 1 "no submitted job" "$hpctrain" cancel runs/meta
+echo '{"job_id":"4711","submitted_at":"2026-11-22T02:48:07Z","array_tasks":0}' > runs/meta/submissions.jsonl
+expect 1 "holds a different spec" "$hpctrain" submit --dry-run --set job.worker=/bin/true --set train.epochs=3 meta.toml
+expect 0 "replaced" "$hpctrain" submit --dry-run --force --set job.worker=/bin/true --set train.epochs=3 meta.toml
 
 # Every example spec passes check (paths are a cluster's, not this machine's).
 for spec in "$source_dir"/configs/*.toml; do

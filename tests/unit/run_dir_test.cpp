@@ -48,6 +48,8 @@ TEST(RunDir, DifferentSpecIsRefusedWithoutForceAndKeptWithIt) {
   TempDir dir;
   const auto first = resolved_in(dir);
   prepare(first, "s1", false);
+  // Submitted once: the directory now belongs to that configuration.
+  record_submission(dir / "run", {"41", "2026-11-22T02:48:07Z", 0});
   const auto second = resolved_in(dir, "[train]\nepochs = 9\n");
   try {
     prepare(second, "s2", false);

@@ -177,5 +177,36 @@ TEST(Hostlist, RejectsWhereSlurmMisbehaves) {
   EXPECT_EQ(expand_hostlist("n0000000000000000000000099"), (Names{"n0000000000000000000000099"}));
 }
 
+// Slurm's own node lists are well formed; what is not is refused, not guessed at.
+TEST(Nodelist, RefusesMalformedNodeLists) {
+  for (const char* bad :
+       {"node[1-3", "node1-3]", "node[3-1]", "node[]", "node[a-b]", "node[1-3],", ",", "node[1,,2]",
+        "", "a,,b", "node[1-[2]]", "node1 node2", "[", "a]b[1,2]", "a[1b[2-3]"}) {
+    try {
+      expand_nodelist(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const HostlistError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + std::string(bad) + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  try {
+    expand_nodelist("node[1-3");
+  } catch (const HostlistError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no ']'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Nodelist, ValidFormsStillExpand) {
+  EXPECT_EQ(expand_nodelist("node[01-03,7]"), (Names{"node01", "node02", "node03", "node7"}));
+  EXPECT_EQ(expand_nodelist("a,b[1-2]-c[3]"), (Names{"a", "b1-c3", "b2-c3"}));
+  // Text after the last group is refused by scontrol itself ("n[1-2]x" in the corpus), so
+  // "a,b[1-2]c" is not a valid node list either.
+  EXPECT_THROW(expand_nodelist("a,b[1-2]c"), HostlistError);
+  EXPECT_EQ(expand_nodelist("login1"), (Names{"login1"}));
+  EXPECT_EQ(expand_nodelist("gpu-a[1-2]-b[3,5],n9"),
+            (Names{"gpu-a1-b3", "gpu-a1-b5", "gpu-a2-b3", "gpu-a2-b5", "n9"}));
+}
+
 }  // namespace
 }  // namespace hpctrain::dist

@@ -274,6 +274,8 @@ TEST(World, MalformedSlurmVariables) {
       {"SLURM_STEP_TASKS_PER_NODE", "4(x2)", {"SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NUM_NODES"}},
       {"SLURM_STEP_TASKS_PER_NODE", "", {"SLURM_STEP_TASKS_PER_NODE"}},
       {"SLURM_STEP_NODELIST", "node[3-1]", {"SLURM_STEP_NODELIST"}},
+      {"SLURM_STEP_NODELIST", "node[1-3", {"SLURM_STEP_NODELIST", "node[1-3"}},
+      {"SLURM_STEP_NODELIST", "node[1-3],", {"SLURM_STEP_NODELIST", "node[1-3],"}},
       {"SLURM_JOB_ID", "12a", {"SLURM_JOB_ID"}},
       {"SLURM_STEP_ID", "zero", {"SLURM_STEP_ID"}},
       {"SLURM_ARRAY_TASK_ID", "-1", {"SLURM_ARRAY_TASK_ID"}},
@@ -291,6 +293,10 @@ TEST(World, MalformedSlurmVariables) {
     env[c.name] = c.value;
     expect_error_naming(env, c.named, c.name + "=" + c.value);
   }
+  // Without a step list the job's is read, and its variable is the one named.
+  expect_error_naming(
+      with(srun_step(), {{"SLURM_JOB_NODELIST", "node1-3]"}}, {"SLURM_STEP_NODELIST"}),
+      {"SLURM_JOB_NODELIST", "node1-3]"}, "malformed job node list");
   for (const char* missing : {"SLURM_LOCALID", "SLURM_NODEID"}) {
     expect_error_naming(with(srun_step(), {}, {missing}), {missing}, missing);
   }

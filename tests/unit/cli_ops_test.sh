@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# status's loss trend, list and logs on fixture run directories (no Slurm: SLURM_CONF names a
+# missing file, so every state is unknown and the commands must still work).
+#   cli_ops_test.sh HPCTRAIN
+set -uo pipefail
+hpctrain=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export SLURM_CONF=$tmp/no-such-slurm.conf
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# expect STATUS PATTERN CMD...: run CMD, check its exit status and that its output matches.
+expect() {
+  local want=$1 pattern=$2; shift 2
+  local out status
+  out=$("$@" 2>&1); status=$?
+  [[ $status == "$want" ]] || fail "'$*' exited $status, want $want; output: $out"
+  [[ $out =~ $pattern ]] || fail "'$*' output does not match /$pattern/: $out"
+}
+
+# run_dir DIR JOB_ID [ARRAY_TASKS]: a submitted run directory of 2 nodes x 2 ranks.
+run_dir() {
+  mkdir -p "$1/logs"
+  printf '[job]\nnodes = 2\ntasks_per_node = 2\n[train]\nepochs = 3\n' > "$1/spec.toml"
+  echo '#!/bin/bash' > "$1/job.sbatch"
+  printf '{"job_id":"%s","submitted_at":"2026-11-22T02:48:07Z","array_tasks":%d}\n' "$2" "${3:-0}" \
+    > "$1/submissions.jsonl"
+}
+
+# A run that was requeued once: train lines 20..200, then steps 120..200 again after the resume.
+r=$tmp/root/group/resumed
+run_dir "$r" 4711
+{
+  for s in 20 40 60 80 100 120 140 160 180 200; do
+    printf '{"kind":"train","step":%d,"epoch":1,"loss":%s}\n' "$s" "$(awk -v s="$s" 'BEGIN { printf "%.3f", int(2000000 / (s + 100)) / 1000 }')"
+  done
+  echo '{"kind":"eval","step":100,"epoch":1,"loss":1.0,"top1":0.5}'
+  for s in 120 140 160 180 200; do
+    printf '{"kind":"train","step":%d,"epoch":2,"loss":%s}\n' "$s" "$(awk -v s="$s" 'BEGIN { printf "%.3f", int(1000000 / (s + 100)) / 1000 }')"
+  done
+  echo '{"kind":"train","step":220,"epoch":2,"loss":null}'
+  echo '{"kind":"eval","step":220,"epoch":2,"loss":0.4,"top1":0.8125}'
+} > "$r/metrics.jsonl"
+printf '%s\n' '{"job_id":"4711","restart":0,"reason":"requeued","exit_status":75}' \
+  '{"job_id":"4711","restart":1,"reason":"completed","exit_status":0}' > "$r/attempts.jsonl"
+mkdir -p "$r/checkpoints/step-000000200" && echo '{}' > "$r/checkpoints/step-000000200/manifest.json"
+cat > "$r/logs/slurm-4711.out" <<'LOG'
+hpctrain: job 4711 attempt 1 on node[1-2] at 2026-11-22T02:48:10Z
+[rank 0/4 node1] training resnet20
+[rank 3/4 node2] a warning from rank 3
+[rank 1/4 node1] rank 1 in attempt 1
+hpctrain: attempt ended: status 75, requeued
+hpctrain: job 4711 attempt 2 on node[1-2] at 2026-11-22T02:58:10Z
+[rank 0/4 node1] resuming from checkpoint step 100
+[rank 1/4 node1] rank 1 in attempt 2
+srun: a line with no rank
+hpctrain: attempt ended: status 0, completed
+LOG
+printf '[rank 3/4 node2] stderr of rank 3\n' > "$r/logs/slurm-4711.err"
+
+# status: the trend over the 11 distinct steps (20..220), the resumed copies counted once.
+expect 0 "trend:      loss 16\\.67 -> non-finite over steps 20\\.\\.220  .* \\(1 of 11 steps with a non-finite loss\\)" \
+  "$hpctrain" status "$r"
+json=$("$hpctrain" status --json "$r" 2>/dev/null) || fail "status --json"
+[[ $(jq -r '.loss_trend | "\(.points) \(.non_finite) \(.first_step) \(.last_step) \(.last_loss)"' <<< "$json") == "11 1 20 220 null" ]] ||
+  fail "status --json trend: $(jq -c .loss_trend <<< "$json")"
+# The resumed steps' later (lower) losses count: step 200's is 1000/300.
+[[ $(jq -r '.loss_trend.buckets[9]' <<< "$json") == "3.333" ]] || fail "step 200's value: $(jq -c .loss_trend <<< "$json")"
+# 11 points in 10 buckets: the last holds steps 200 and 220 (null), so it shows step 200's loss.
+[[ $(jq -r '.loss_trend.sparkline' <<< "$json") == "█▇▆▅▅▂▁▁▁▁" ]] || fail "sparkline: $(jq -c .loss_trend <<< "$json")"
+
+# logs: the whole file, one attempt, one rank, both, stderr; bad requests name what exists.
+"$hpctrain" logs "$r" | cmp - "$r/logs/slurm-4711.out" || fail "logs is not the file"
+expect 0 "^hpctrain: job 4711 attempt 2 on .*resuming.*rank 1 in attempt 2.*srun: a line.*completed$" \
+  "$hpctrain" logs --attempt 2 "$r"
+[[ $("$hpctrain" logs --attempt 1 "$r" | wc -l) == 5 ]] || fail "attempt 1 is not 5 lines"
+[[ $("$hpctrain" logs --rank 1 "$r") == $'[rank 1/4 node1] rank 1 in attempt 1\n[rank 1/4 node1] rank 1 in attempt 2' ]] ||
+  fail "logs --rank 1: $("$hpctrain" logs --rank 1 "$r")"
+[[ $("$hpctrain" logs --rank 1 --attempt 2 "$r") == '[rank 1/4 node1] rank 1 in attempt 2' ]] || fail "--rank 1 --attempt 2"
+[[ $("$hpctrain" logs --rank 3 --stderr "$r") == '[rank 3/4 node2] stderr of rank 3' ]] || fail "--stderr"
+expect 2 "--rank 4: the run has 4 ranks" "$hpctrain" logs --rank 4 "$r"
+expect 1 "--attempt 3: .*slurm-4711.out holds attempts 1\\.\\.2" "$hpctrain" logs --attempt 3 "$r"
+expect 2 "counts from 1" "$hpctrain" logs --attempt 0 "$r"
+expect 2 "not a job array" "$hpctrain" logs --task 0 "$r"
+expect 2 "attempt starts on stdout only" "$hpctrain" logs --attempt 1 --stderr "$r"
+expect 1 "not a run directory" "$hpctrain" logs "$tmp"
+
+# An array: --task picks the task's log; without it the error names the tasks.
+a=$tmp/root/sweep
+run_dir "$a" 5000 2
+for t in 0 1; do
+  mkdir -p "$a/task-00$t" && cp "$a/spec.toml" "$a/task-00$t/"
+  echo "hpctrain: job 5000_$t attempt 1 on n1 at t" > "$a/logs/slurm-5000_$t.out"
+done
+echo '{"kind":"train","step":7,"epoch":1,"loss":1.5}' > "$a/task-001/metrics.jsonl"
+expect 2 "job array 5000 with tasks 0\\.\\.1; pick one with --task T" "$hpctrain" logs "$a"
+expect 0 "^hpctrain: job 5000_1 attempt 1" "$hpctrain" logs --task 1 "$a"
+expect 2 "--task 2: job array 5000 has tasks 0\\.\\.1" "$hpctrain" logs --task 2 "$a"
+
+# A dry run (never submitted) and a folder that is not a run.
+d=$tmp/root/drafted
+mkdir -p "$d" "$tmp/root/not-a-run/logs"
+printf '[train]\nmax_steps = 900\n' > "$d/spec.toml" && echo '#!/bin/bash' > "$d/job.sbatch"
+expect 1 "never submitted" "$hpctrain" logs "$d"
+
+# list: every run under ROOT (names relative to it), Slurm unreachable: said once, exit 0.
+out=$("$hpctrain" list "$tmp/root" 2> "$tmp/list.err") || fail "list failed: $(cat "$tmp/list.err")"
+[[ $(grep -c "no Slurm controller was reachable" "$tmp/list.err") == 1 ]] || fail "list stderr: $(cat "$tmp/list.err")"
+expected="RUN             STATE             STEP                TOP-1    RESTARTS  CHECKPOINT
+drafted         unsubmitted       -/900               -        0         none
+group/resumed   unknown           220 (epoch 2/3)     81.25%   1         step 200, 0s ago
+sweep/task-000  unknown           -                   -        0         none
+sweep/task-001  unknown           7 (epoch 1/3)       -        0         none"
+[[ $out == "$expected" ]] || fail "list output:
+$out
+expected:
+$expected"
+json=$("$hpctrain" list --json "$tmp/root" 2>/dev/null) || fail "list --json"
+[[ $(jq -r '[.runs[] | "\(.name):\(.job_id):\(.state)"] | join(" ")' <<< "$json") == \
+   "drafted:null:unsubmitted group/resumed:4711:unknown sweep/task-000:5000_0:unknown sweep/task-001:5000_1:unknown" ]] ||
+  fail "list --json: $json"
+[[ $(jq -r '.slurm_error' <<< "$json") == *"no Slurm controller was reachable"* ]] || fail "list --json slurm_error"
+# ROOT may be a run itself; a missing ROOT is an error naming it; the default is the current dir.
+[[ $("$hpctrain" list --json "$r" 2>/dev/null | jq -r '.runs[0].name') == "." ]] || fail "list of a run dir"
+expect 1 "$tmp/root/nope does not exist" "$hpctrain" list "$tmp/root/nope"
+[[ $(cd "$tmp/root/group" && "$hpctrain" list --json 2>/dev/null | jq -r '.runs[0].name') == resumed ]] ||
+  fail "list without ROOT does not search the current directory"
+(( failures == 0 )) || { echo "$failures failure(s)" >&2; exit 1; }
+echo ok

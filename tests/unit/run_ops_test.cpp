@@ -1,0 +1,366 @@
+// What status, list, logs and a failed submit read or change in a run directory: the loss trend,
+// run discovery and summaries, the log's attempts and ranks, a dry run's spec replaced by a
+// changed submit, the cleanup after a failed sbatch, and how Slurm's "no controller" errors are
+// recognised.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "run/listing.hpp"
+#include "run/logs.hpp"
+#include "run/run_dir.hpp"
+#include "run/trend.hpp"
+#include "slurm/client.hpp"
+#include "test_util.hpp"
+
+namespace hpctrain::run {
+namespace {
+
+using test::read_text;
+using test::TempDir;
+using test::write_text;
+
+MetricsRecord train_at(int64_t step, double loss) {
+  MetricsRecord r;
+  r.kind = "train";
+  r.step = step;
+  r.values["loss"] = loss;
+  return r;
+}
+
+MetricsRecord train_without_loss(int64_t step) {
+  MetricsRecord r;
+  r.kind = "train";
+  r.step = step;
+  return r;
+}
+
+TEST(LossTrend, NoTrainLinesNoTrend) {
+  MetricsRecord eval;
+  eval.kind = "eval";
+  eval.step = 10;
+  eval.values["loss"] = 1;
+  EXPECT_FALSE(loss_trend({}));
+  EXPECT_FALSE(loss_trend({eval}));
+}
+
+TEST(LossTrend, ResamplesIntoBucketsOfEqualLength) {
+  // 100 steps, loss falling from 100 to 1: ten buckets of ten points each.
+  std::vector<MetricsRecord> records;
+  for (int i = 0; i < 100; ++i) records.push_back(train_at(10 * (i + 1), 100.0 - i));
+  const auto t = loss_trend(records, 10);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->first_step, 10);
+  EXPECT_EQ(t->last_step, 1000);
+  EXPECT_EQ(t->first_loss, 100.0);
+  EXPECT_EQ(t->last_loss, 1.0);
+  EXPECT_EQ(t->points, 100u);
+  ASSERT_EQ(t->buckets.size(), 10u);
+  EXPECT_DOUBLE_EQ(*t->buckets[0], 95.5);  // mean of 100..91
+  EXPECT_DOUBLE_EQ(*t->buckets[9], 5.5);   // mean of 10..1
+  // Levels round((mean - 5.5) / 90 * 7): 7 6 5 5 4 3 2 2 1 0.
+  EXPECT_EQ(t->sparkline, "█▇▆▆▅▄▃▃▂▁");
+  // Seven points into three buckets: 2, 2 and 3 points, every point counted once.
+  std::vector<MetricsRecord> seven;
+  for (int i = 0; i < 7; ++i) seven.push_back(train_at(i, i));
+  const auto s = loss_trend(seven, 3);
+  ASSERT_EQ(s->buckets.size(), 3u);
+  EXPECT_DOUBLE_EQ(*s->buckets[0], 0.5);
+  EXPECT_DOUBLE_EQ(*s->buckets[1], 2.5);
+  EXPECT_DOUBLE_EQ(*s->buckets[2], 5.0);
+  // Fewer points than buckets: one bucket each.
+  const auto few = loss_trend({train_at(1, 3), train_at(2, 1)}, 10);
+  EXPECT_EQ(few->buckets.size(), 2u);
+  EXPECT_EQ(few->sparkline, "█▁");
+}
+
+TEST(LossTrend, OnePointAndAFlatLine) {
+  const auto one = loss_trend({train_at(20, 2.5)});
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->points, 1u);
+  EXPECT_EQ(one->first_step, 20);
+  EXPECT_EQ(one->last_step, 20);
+  EXPECT_EQ(one->sparkline, "▄");
+  std::vector<MetricsRecord> flat;
+  for (int i = 1; i <= 30; ++i) flat.push_back(train_at(i, 0.7));
+  const auto f = loss_trend(flat);
+  EXPECT_EQ(f->sparkline, "▄▄▄▄▄▄▄▄▄▄");
+}
+
+TEST(LossTrend, AResumedRunCountsEachStepOnceTheLastWritten) {
+  // Steps 1..6, then a resume from step 3 writes 4..6 again with other losses.
+  std::vector<MetricsRecord> r;
+  for (int s = 1; s <= 6; ++s) r.push_back(train_at(s, 10));
+  for (int s = 4; s <= 6; ++s) r.push_back(train_at(s, 1));
+  const auto t = loss_trend(r, 10);
+  EXPECT_EQ(t->points, 6u);
+  EXPECT_EQ(t->last_loss, 1.0);
+  EXPECT_EQ(t->sparkline, "███▁▁▁");
+}
+
+TEST(LossTrend, NonFiniteLossesAreCountedAndShown) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // The worker writes a NaN or infinite loss as null, which read_metrics leaves out; records
+  // built elsewhere may carry the values themselves.
+  const auto t = loss_trend({train_at(1, 4), train_at(2, nan), train_without_loss(3),
+                             train_at(4, inf), train_at(5, 2), train_at(6, -inf)},
+                            6);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->points, 6u);
+  EXPECT_EQ(t->non_finite, 4u);
+  EXPECT_EQ(t->first_loss, 4.0);
+  EXPECT_FALSE(t->last_loss);
+  EXPECT_EQ(t->sparkline, "█!!!▁!");
+  // A bucket with some finite losses averages those.
+  const auto mixed =
+      loss_trend({train_at(1, 4), train_at(2, nan), train_at(3, 2), train_at(4, 2)}, 2);
+  EXPECT_EQ(mixed->buckets[0], 4.0);
+  EXPECT_EQ(mixed->buckets[1], 2.0);
+  // Nothing finite at all.
+  const auto none = loss_trend({train_at(1, nan)});
+  EXPECT_EQ(none->sparkline, "!");
+  EXPECT_FALSE(none->first_loss);
+}
+
+TEST(LossTrend, ReadsTheMetricsFileWithNullLosses) {
+  TempDir dir;
+  write_text(dir / "metrics.jsonl",
+             "{\"kind\":\"train\",\"step\":10,\"loss\":2.0}\n"
+             "{\"kind\":\"eval\",\"step\":10,\"loss\":9.0,\"top1\":0.5}\n"
+             "{\"kind\":\"train\",\"step\":20,\"loss\":null}\n"
+             "{\"kind\":\"train\",\"step\":40,\"loss\":1.0}\n");
+  const auto t = loss_trend(read_metrics(dir.path()));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->points, 3u);
+  EXPECT_EQ(t->non_finite, 1u);
+  EXPECT_EQ(t->sparkline, "█!▁");
+}
+
+// A run directory as submit leaves it: spec.toml and job.sbatch.
+void make_run(const fs::path& dir, const std::string& spec = "[job]\nnodes = 1\n") {
+  fs::create_directories(dir);
+  write_text(dir / "spec.toml", spec);
+  write_text(dir / "job.sbatch", "#!/bin/bash\n");
+}
+
+TEST(ListRuns, FindsRunDirectoriesAndDoesNotDescendIntoThem) {
+  TempDir root;
+  make_run(root / "a");
+  make_run(root / "group/b");
+  make_run(root / "group/deeper/c");
+  // Inside a run: a folder that looks like a run (a checkpoint, a copied run) is not listed.
+  make_run(root / "a/checkpoints/step-000000010");
+  // Not runs: spec.toml alone (an array task, a spec file), job.sbatch alone, an empty folder.
+  fs::create_directories(root / "empty");
+  write_text(root / "group/only-spec/spec.toml", "");
+  write_text(root / "only-script/job.sbatch", "");
+  const auto found = find_run_dirs(root.path());
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0], root / "a");
+  EXPECT_EQ(found[1], root / "group/b");
+  EXPECT_EQ(found[2], root / "group/deeper/c");
+  // The root itself may be a run.
+  EXPECT_EQ(find_run_dirs(root / "a"), std::vector<fs::path>{root / "a"});
+  EXPECT_TRUE(find_run_dirs(root / "empty").empty());
+}
+
+TEST(ListRuns, AMissingRootIsAnErrorNamingIt) {
+  TempDir root;
+  try {
+    find_run_dirs(root / "nope");
+    FAIL() << "no error";
+  } catch (const RunDirError& e) {
+    EXPECT_NE(std::string(e.what()).find((root / "nope").string()), std::string::npos) << e.what();
+  }
+  write_text(root / "file", "");
+  EXPECT_THROW(find_run_dirs(root / "file"), RunDirError);
+}
+
+TEST(ListRuns, SummaryReadsMetricsLedgerCheckpointsAndSpec) {
+  TempDir root;
+  const fs::path dir = root / "r";
+  make_run(dir, "[job]\nnodes = 1\n[train]\nepochs = 3\nmax_steps = 900\n");
+  write_text(dir / "metrics.jsonl",
+             "{\"kind\":\"train\",\"step\":100,\"epoch\":1,\"loss\":2.0}\n"
+             "{\"kind\":\"eval\",\"step\":100,\"epoch\":1,\"top1\":0.5}\n"
+             "{\"kind\":\"train\",\"step\":200,\"epoch\":2,\"loss\":1.0}\n"
+             "{\"kind\":\"eval\",\"step\":200,\"epoch\":2,\"top1\":0.75}\n"
+             "{\"kind\":\"train\",\"step\":250,\"epoch\":2,\"loss\":0.9}\n");
+  write_text(dir / "attempts.jsonl",
+             "{\"job_id\":\"5\",\"restart\":0,\"reason\":\"requeued\"}\n"
+             "{\"job_id\":\"5\",\"restart\":1,\"reason\":\"requeued\"}\n"
+             "{\"job_id\":\"5\",\"restart\":2,\"reason\":\"completed\"}\n");
+  write_text(dir / "checkpoints/step-000000200/manifest.json", "{}");
+  write_text(dir / "checkpoints/step-000000250/data", "uncommitted: no manifest");
+  const auto s = summarize_run(dir);
+  EXPECT_EQ(s.step, 250);
+  EXPECT_EQ(s.epoch, 2);
+  EXPECT_EQ(s.max_steps, 900);
+  EXPECT_EQ(s.epochs, 3);
+  EXPECT_EQ(s.top1, 0.75);
+  EXPECT_EQ(s.attempts, 3u);
+  EXPECT_EQ(s.restarts, 2);
+  EXPECT_EQ(s.checkpoint_step, 200);
+  ASSERT_TRUE(s.checkpoint_age_s);
+  EXPECT_GE(*s.checkpoint_age_s, 0);
+  EXPECT_LT(*s.checkpoint_age_s, 60);
+  // Without max_steps the total is unknown; an empty run has none of it.
+  make_run(root / "fresh", "[train]\nepochs = 2\n");
+  const auto f = summarize_run(root / "fresh");
+  EXPECT_FALSE(f.step);
+  EXPECT_FALSE(f.max_steps);
+  EXPECT_EQ(f.epochs, 2);
+  EXPECT_FALSE(f.top1);
+  EXPECT_EQ(f.attempts, 0u);
+  EXPECT_FALSE(f.checkpoint_step);
+  // A broken spec leaves the totals unknown and nothing else.
+  make_run(root / "broken", "[train\n");
+  EXPECT_FALSE(summarize_run(root / "broken").epochs);
+}
+
+TEST(ListRuns, ArrayTaskFolders) {
+  TempDir root;
+  make_run(root / "sweep");
+  for (const char* t : {"task-002", "task-000", "task-001"}) {
+    write_text(root / "sweep" / t / "spec.toml", "");
+  }
+  fs::create_directories(root / "sweep/task-003");  // no spec: not a task
+  fs::create_directories(root / "sweep/task-x");
+  const auto tasks = array_task_dirs(root / "sweep");
+  ASSERT_EQ(tasks.size(), 3u);
+  EXPECT_EQ(tasks[0].first, 0u);
+  EXPECT_EQ(tasks[2].first, 2u);
+  EXPECT_EQ(tasks[2].second, root / "sweep/task-002");
+}
+
+TEST(RunLog, AttemptMarkersAndRankPrefixes) {
+  EXPECT_EQ(attempt_marker("hpctrain: job 4711 attempt 2 on node[01-02] at 2026-11-22T02:48:10Z"),
+            2);
+  EXPECT_EQ(attempt_marker("hpctrain: job 4711_3 attempt 1 on n1 at 2026-11-22T02:48:10Z"), 1);
+  for (const char* other :
+       {"hpctrain: attempt ended: status 0, completed", "hpctrain: job 4711 attempt x on n at t",
+        "[rank 0/2 n1] hpctrain: job 4711 attempt 2 on n1 at t", "",
+        "hpctrain: job  attempt 1 on"}) {
+    EXPECT_FALSE(attempt_marker(other)) << other;
+  }
+  EXPECT_EQ(line_rank("[rank 3/16 node017] train.cpp:42: oops"), 3);
+  EXPECT_EQ(line_rank("[rank 0/1 localhost] final: top-1"), 0);
+  for (const char* other : {"[rank 3] x", "[node017] x", " [rank 3/16 n] x", "[rank a/2 n] x",
+                            "srun: error: node1: task 1", "[rank 3/16 n]"}) {
+    EXPECT_FALSE(line_rank(other)) << other;
+  }
+}
+
+TEST(RunLog, FilterByAttemptAndRank) {
+  const std::vector<std::string> log = {"setup of attempt 1",
+                                        "hpctrain: job 9 attempt 1 on n1 at t1",
+                                        "[rank 0/2 n1] a1 r0",
+                                        "[rank 1/2 n1] a1 r1",
+                                        "[rank 10/20 n1] not rank 1",
+                                        "hpctrain: attempt ended: status 75, requeued",
+                                        "hpctrain: job 9 attempt 2 on n1 at t2",
+                                        "[rank 1/2 n1] a2 r1",
+                                        "hpctrain: attempt ended: status 0, completed"};
+  auto run_filter = [&](std::optional<int64_t> attempt, std::optional<int64_t> rank) {
+    LogFilter f(attempt, rank);
+    std::vector<std::string> kept;
+    for (const auto& l : log) {
+      if (f.keep(l)) kept.push_back(l);
+    }
+    return kept;
+  };
+  EXPECT_EQ(run_filter(std::nullopt, std::nullopt), log);
+  EXPECT_EQ(run_filter(1, std::nullopt), std::vector<std::string>(log.begin(), log.begin() + 6));
+  EXPECT_EQ(run_filter(2, std::nullopt), std::vector<std::string>(log.begin() + 6, log.end()));
+  EXPECT_EQ(run_filter(std::nullopt, 1),
+            (std::vector<std::string>{"[rank 1/2 n1] a1 r1", "[rank 1/2 n1] a2 r1"}));
+  EXPECT_EQ(run_filter(2, 1), (std::vector<std::string>{"[rank 1/2 n1] a2 r1"}));
+  EXPECT_TRUE(run_filter(3, std::nullopt).empty());
+  LogFilter f(std::nullopt, std::nullopt);
+  for (const auto& l : log) f.keep(l);
+  EXPECT_EQ(f.highest_attempt(), 2);
+}
+
+spec::Resolved resolved_for_ops(const TempDir& dir, const std::string& run,
+                                const std::string& extra = {}) {
+  write_text(dir / "spec.toml", "[job]\nname = \"t\"\nrun_dir = \"" + (dir / run).string() +
+                                    "\"\n[data]\nsynthetic = true\n" + extra);
+  return spec::load(test::options_for(dir / "spec.toml"));
+}
+
+TEST(Submit, ADryRunDoesNotBlockAChangedSubmit) {
+  TempDir dir;
+  const auto first = resolved_for_ops(dir, "run");
+  EXPECT_FALSE(prepare(first, "s1", false).unsubmitted_spec_replaced);
+  const auto second = resolved_for_ops(dir, "run", "[train]\nepochs = 9\n");
+  const auto p = prepare(second, "s2", /*force=*/false);
+  EXPECT_TRUE(p.unsubmitted_spec_replaced);
+  EXPECT_FALSE(p.spec_changed);
+  EXPECT_EQ(read_text(dir / "run/spec.toml"), spec::freeze(second.spec));
+  EXPECT_EQ(read_text(dir / "run/job.sbatch"), "s2");
+  // Once anything ran there (an attempt, metrics, a checkpoint), the spec is protected again.
+  for (const char* trace : {"attempts.jsonl", "metrics.jsonl", "checkpoints/x"}) {
+    TempDir d;
+    prepare(resolved_for_ops(d, "run"), "s1", false);
+    write_text(d / "run" / trace, "");
+    EXPECT_THROW(prepare(resolved_for_ops(d, "run", "[train]\nepochs = 9\n"), "s2", false),
+                 RunDirError)
+        << trace;
+  }
+  // Array tasks: a trace in a task folder counts too.
+  TempDir a;
+  const std::string sweep = "[sweep.params]\n\"train.seed\" = [1, 2]\n";
+  prepare(resolved_for_ops(a, "run", sweep), "s1", false);
+  write_text(a / "run/task-001/metrics.jsonl", "");
+  EXPECT_THROW(prepare(resolved_for_ops(a, "run", sweep + "[train]\nepochs = 9\n"), "s2", false),
+               RunDirError);
+}
+
+TEST(Submit, DiscardRemovesOnlyWhatThisSubmitCreated) {
+  TempDir dir;
+  // Created here, with two new parents: all three go, the existing root stays.
+  const auto p = prepare(resolved_for_ops(dir, "x/y/run"), "s", false);
+  EXPECT_EQ(p.created, dir / "x");
+  EXPECT_TRUE(discard_unsubmitted(p));
+  EXPECT_FALSE(fs::exists(dir / "x"));
+  EXPECT_TRUE(fs::exists(dir.path()));
+  // A parent that another run fills meanwhile stays.
+  const auto q = prepare(resolved_for_ops(dir, "x/run"), "s", false);
+  write_text(dir / "x/other/spec.toml", "");
+  EXPECT_TRUE(discard_unsubmitted(q));
+  EXPECT_FALSE(fs::exists(dir / "x/run"));
+  EXPECT_TRUE(fs::exists(dir / "x/other/spec.toml"));
+  // A directory that existed before (a dry run, earlier submissions) is left alone.
+  const auto dry = prepare(resolved_for_ops(dir, "kept"), "s", false);
+  const auto again = prepare(resolved_for_ops(dir, "kept"), "s", false);
+  EXPECT_TRUE(again.created.empty());
+  EXPECT_FALSE(discard_unsubmitted(again));
+  EXPECT_TRUE(fs::exists(dir / "kept/spec.toml"));
+  // One that got a submission meanwhile is kept too.
+  record_submission(dir / "kept", {"7", "t", 0});
+  EXPECT_FALSE(discard_unsubmitted(dry));
+  EXPECT_TRUE(fs::exists(dir / "kept/submissions.jsonl"));
+}
+
+TEST(SlurmMessages, NoControllerIsRecognised) {
+  EXPECT_TRUE(slurm::is_unreachable_message(
+      "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect "
+      "failure)\n"));
+  EXPECT_TRUE(slurm::is_unreachable_message(
+      "sbatch: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\nsbatch: error: "
+      "fetch_config: DNS SRV lookup failed\nsbatch: fatal: Could not establish a configuration "
+      "source\n"));
+  EXPECT_FALSE(slurm::is_unreachable_message(
+      "sbatch: error: Batch job submission failed: Invalid partition name specified\n"));
+  EXPECT_FALSE(slurm::is_unreachable_message("scancel: error: Invalid job id 12\n"));
+  EXPECT_TRUE(slurm::is_terminal_state("COMPLETED"));
+  EXPECT_TRUE(slurm::is_terminal_state("CANCELLED"));
+  for (const char* live : {"PENDING", "RUNNING", "REQUEUED", "COMPLETING", "REQUEUE_HOLD", ""}) {
+    EXPECT_FALSE(slurm::is_terminal_state(live)) << live;
+  }
+}
+
+}  // namespace
+}  // namespace hpctrain::run
