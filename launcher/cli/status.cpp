@@ -96,19 +96,25 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
             << '\n';
   // The latest training and evaluation figures, as a person reads them; the raw last line when
   // the file holds neither kind.
-  auto number = [](const nlohmann::json& m, const char* key, const char* format, double scale) {
+  // `digits` after the point in fixed notation, or significant digits in %g form when negative
+  // (-6: %g's default), so that every format is a literal the compiler checks.
+  auto number = [](const nlohmann::json& m, const char* key, int digits, double scale) {
     if (!m.contains(key) || !m[key].is_number()) return std::string("?");
     char buf[64];
-    std::snprintf(buf, sizeof buf, format, m[key].get<double>() * scale);
+    const double v = m[key].get<double>() * scale;
+    if (digits >= 0) {
+      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.*g", -digits, v);
+    }
     return std::string(buf);
   };
   if (d.contains("last_train")) {
     const auto& m = d["last_train"];
-    std::cout << indent << "train:      step " << number(m, "step", "%.0f", 1) << ", epoch "
-              << number(m, "epoch", "%.0f", 1) << ", loss " << number(m, "loss", "%.4f", 1)
-              << ", lr " << number(m, "lr", "%.5g", 1) << ", "
-              << number(m, "images_per_s", "%.0f", 1) << " images/s, loss scale "
-              << number(m, "loss_scale", "%g", 1) << '\n';
+    std::cout << indent << "train:      step " << number(m, "step", 0, 1) << ", epoch "
+              << number(m, "epoch", 0, 1) << ", loss " << number(m, "loss", 4, 1) << ", lr "
+              << number(m, "lr", -5, 1) << ", " << number(m, "images_per_s", 0, 1)
+              << " images/s, loss scale " << number(m, "loss_scale", -6, 1) << '\n';
   }
   if (d.contains("loss_trend")) {
     // "loss 2.304 -> 0.412 over steps 20..700  ▇▆▅▄▃▃▂▂▁▁": the sparkline is relative (lowest
@@ -136,11 +142,10 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
   }
   if (d.contains("last_eval")) {
     const auto& m = d["last_eval"];
-    std::cout << indent << "eval:       step " << number(m, "step", "%.0f", 1) << ", epoch "
-              << number(m, "epoch", "%.0f", 1) << ", top-1 " << number(m, "top1", "%.2f", 100)
-              << "%, top-5 " << number(m, "top5", "%.2f", 100) << "%, loss "
-              << number(m, "loss", "%.4f", 1) << " (" << number(m, "samples", "%.0f", 1)
-              << " images)\n";
+    std::cout << indent << "eval:       step " << number(m, "step", 0, 1) << ", epoch "
+              << number(m, "epoch", 0, 1) << ", top-1 " << number(m, "top1", 2, 100) << "%, top-5 "
+              << number(m, "top5", 2, 100) << "%, loss " << number(m, "loss", 4, 1) << " ("
+              << number(m, "samples", 0, 1) << " images)\n";
   }
   if (d.contains("last_metrics") && !d.contains("last_train") && !d.contains("last_eval")) {
     std::cout << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
