@@ -112,8 +112,11 @@ help=$(module help hpctrain 2>&1)
 check grep -q 'HPCTRAIN_DATA_DIR' <<< "$help"
 whatis=$(module whatis hpctrain 2>&1)
 check grep -q "Version: $VERSION" <<< "$whatis"
+# The job loads the module itself too (job.modules), as a site's users write it: the batch
+# script runs under set -u, which Lmod's init scripts are not written for.
 hpctrain submit "$HPCTRAIN_DATA_DIR/configs/smoke-cpu.toml" --profile local \
-  --set "job.run_dir=$WORK/{name}" > "$WORK/job-id" || { echo "hpctrain submit failed"; exit 1; }
+  --set "job.run_dir=$WORK/{name}" --set "job.modules=[\"hpctrain/$VERSION\"]" \
+  > "$WORK/job-id" || { echo "hpctrain submit failed"; exit 1; }
 check module unload hpctrain
 check test "$PATH" = "$path_before"
 [[ ${MANPATH-} != *"$PREFIX"* ]] || { echo "session: MANPATH keeps the prefix: $MANPATH"; exit 1; }

@@ -11,7 +11,13 @@ mv "$work/nospec/spec.toml" "$work/nospec/spec.toml.away"
 scontrol release "$id" || fail "scontrol release"
 
 spec=$(write_spec nomodule ok)
+# Without USER and LOGNAME in the job's environment (a batch job need not have them), Debian's
+# /etc/profile.d/lmod.sh reads an unset LOGNAME: under the script's set -u that must not end the
+# script before the attempt is recorded.
+saved_user=${USER-} saved_logname=${LOGNAME-}
+unset USER LOGNAME
 submit "$spec" --set 'job.modules=["hpctrain-no-such-module/0.0"]' >/dev/null
+export USER=$saved_user LOGNAME=$saved_logname
 
 wait_for 60 "ledger line of nospec" test -s "$work/nospec/attempts.jsonl"
 mv "$work/nospec/spec.toml.away" "$work/nospec/spec.toml"
