@@ -7,17 +7,7 @@ hpctrain=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN CMD...: run CMD, check its exit status and that stderr+stdout match PATTERN.
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out status
-  out=$("$@" 2>&1); status=$?
-  [[ $status == "$want" ]] || fail "'$*' exited $status, want $want; output: $out"
-  [[ $out =~ $pattern ]] || fail "'$*' output does not match /$pattern/: $out"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 
 expect 2 "required" "$hpctrain" report
 expect 1 "$tmp/missing is not a run directory" "$hpctrain" report "$tmp/missing"
@@ -63,5 +53,4 @@ grep -Eq '<(script|link|img)[^>]+(src|href)=' "$page" && fail "the page loads so
 # A second report replaces the first.
 expect 0 "report.html" "$hpctrain" report "$run"
 
-(( failures == 0 )) && echo ok
-exit $(( failures > 0 ))
+finish

@@ -8,17 +8,7 @@ set -uo pipefail
 hpctrain=$1 payload=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN CMD...: run CMD, check its exit status and that its output matches.
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out status
-  out=$("$@" 2>&1); status=$?
-  [[ $status == "$want" ]] || fail "'$*' exited $status, want $want; output: $out"
-  [[ $out =~ $pattern ]] || fail "'$*' output does not match /$pattern/: $out"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 
 spec() {  # spec NAME RUN_DIR [EXTRA]
   cat > "$tmp/$1.toml" <<TOML
@@ -67,5 +57,4 @@ if [[ ! -e /etc/slurm/slurm.conf ]]; then
     "$hpctrain" submit "$s"
   [[ -e $tmp/dns ]] && fail "submit left $tmp/dns behind"
 fi
-(( failures == 0 )) || { echo "$failures failure(s)" >&2; exit 1; }
-echo ok
+finish

@@ -7,17 +7,7 @@ hpctrain=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export SLURM_CONF=$tmp/no-such-slurm.conf
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN CMD...: run CMD, check its exit status and that its output matches.
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out status
-  out=$("$@" 2>&1); status=$?
-  [[ $status == "$want" ]] || fail "'$*' exited $status, want $want; output: $out"
-  [[ $out =~ $pattern ]] || fail "'$*' output does not match /$pattern/: $out"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 
 # run_dir DIR JOB_ID [ARRAY_TASKS]: a submitted run directory of 2 nodes x 2 ranks.
 run_dir() {
@@ -126,5 +116,4 @@ json=$("$hpctrain" list --json "$tmp/root" 2>/dev/null) || fail "list --json"
 expect 1 "$tmp/root/nope does not exist" "$hpctrain" list "$tmp/root/nope"
 [[ $(cd "$tmp/root/group" && "$hpctrain" list --json 2>/dev/null | jq -r '.runs[0].name') == resumed ]] ||
   fail "list without ROOT does not search the current directory"
-(( failures == 0 )) || { echo "$failures failure(s)" >&2; exit 1; }
-echo ok
+finish

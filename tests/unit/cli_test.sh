@@ -8,17 +8,7 @@ source_dir=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-
-# expect STATUS PATTERN CMD...: run CMD, check its exit status and that stderr+stdout match PATTERN.
-expect() {
-  local want=$1 pattern=$2; shift 2
-  local out status
-  out=$("$@" 2>&1); status=$?
-  [[ $status == "$want" ]] || fail "'$*' exited $status, want $want; output: $out"
-  [[ $out =~ $pattern ]] || fail "'$*' output does not match /$pattern/: $out"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 
 expect 0 "hpctrain 0" "$hpctrain" --version
 expect 2 "required" "$hpctrain" check
@@ -89,8 +79,4 @@ done
 # keys lists every key.
 expect 0 "job.run_dir" "$hpctrain" keys
 
-if (( failures )); then
-  echo "$failures failed"
-  exit 1
-fi
-echo "cli tests passed"
+finish "cli tests passed"
