@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utc.hpp"
 #include "run/run_dir.hpp"
 #include "spec/choices.hpp"
 #include "spec/spec.hpp"
@@ -39,15 +40,6 @@ json report_unix_time(const std::string& text) {
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   return static_cast<int64_t>(timegm(&tm));
-}
-
-std::string report_now_utc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // The spec's figures the header shows; {"error": ...} when spec.toml does not load.
@@ -218,7 +210,7 @@ json collect(const fs::path& run_dir) {
   }
   json out;
   out["run_dir"] = fs::absolute(run_dir).lexically_normal().string();
-  out["generated_at"] = report_now_utc();
+  out["generated_at"] = utc_now();
   out["spec"] = report_spec_summary(run_dir);
   out["runs"] = json::array();
   const auto submission = run::last_submission(run_dir);
