@@ -35,6 +35,8 @@ run_dir "$r" 4711
 printf '%s\n' '{"job_id":"4711","restart":0,"reason":"requeued","exit_status":75}' \
   '{"job_id":"4711","restart":1,"reason":"completed","exit_status":0}' > "$r/attempts.jsonl"
 mkdir -p "$r/checkpoints/step-000000200" && echo '{}' > "$r/checkpoints/step-000000200/manifest.json"
+# Committed three hours ago: an age that reads the same however slowly the test runs.
+touch -d '3 hours ago' "$r/checkpoints/step-000000200/manifest.json"
 cat > "$r/logs/slurm-4711.out" <<'LOG'
 hpctrain: job 4711 attempt 1 on node[1-2] at 2026-11-22T02:48:10Z
 [rank 0/4 node1] training resnet20
@@ -99,7 +101,7 @@ out=$("$hpctrain" list "$tmp/root" 2> "$tmp/list.err") || fail "list failed: $(c
 [[ $(grep -c "no Slurm controller was reachable" "$tmp/list.err") == 1 ]] || fail "list stderr: $(cat "$tmp/list.err")"
 expected="RUN             STATE             STEP                TOP-1    RESTARTS  CHECKPOINT
 drafted         unsubmitted       -/900               -        0         none
-group/resumed   unknown           220 (epoch 2/3)     81.25%   1         step 200, 0s ago
+group/resumed   unknown           220 (epoch 2/3)     81.25%   1         step 200, 3h ago
 sweep/task-000  unknown           -                   -        0         none
 sweep/task-001  unknown           7 (epoch 1/3)       -        0         none"
 [[ $out == "$expected" ]] || fail "list output:
