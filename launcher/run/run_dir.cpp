@@ -69,15 +69,18 @@ void make_dirs(const fs::path& dir) {
   if (ec) throw RunDirError("cannot create " + dir.string() + ": " + ec.message());
 }
 
+// What put_spec found in the directory.
+enum class SpecPut { kNew, kSame, kReplacedUnused, kReplacedForced };
+
 // Writes the frozen spec unless an identical one is there; refuses a different one without force
 // (or `unused`: the directory was never submitted nor run, so the old spec is simply replaced).
-bool put_spec(const fs::path& dir, const std::string& frozen, bool force, bool unused) {
+SpecPut put_spec(const fs::path& dir, const std::string& frozen, bool force, bool unused) {
   const fs::path path = dir / "spec.toml";
   const auto existing = read_file(path);
-  if (existing && *existing == frozen) return false;
+  if (existing && *existing == frozen) return SpecPut::kSame;
   if (existing && unused) {
     write_file_atomic(path, frozen);
-    return false;
+    return SpecPut::kReplacedUnused;
   }
   if (existing) {
     if (!force) {
@@ -95,7 +98,7 @@ bool put_spec(const fs::path& dir, const std::string& frozen, bool force, bool u
     }
   }
   write_file_atomic(path, frozen);
-  return existing.has_value();
+  return existing ? SpecPut::kReplacedForced : SpecPut::kNew;
 }
 
 // Nothing was ever submitted from or run in this directory (or its array task folders).
@@ -152,20 +155,15 @@ Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool
   std::vector<fs::path> dirs = {p.run_dir};
   for (const auto& task : resolved.tasks) dirs.push_back(task.job.run_dir);
   const bool unused = never_used(p.run_dir, dirs);
-  bool replaced = false;
-  const std::string frozen = spec::freeze(s);
-  if (unused && read_file(p.run_dir / "spec.toml").value_or(frozen) != frozen) replaced = true;
-  p.spec_changed = put_spec(p.run_dir, frozen, force, unused);
+  auto note = [&p](SpecPut put) {
+    p.spec_changed = p.spec_changed || put == SpecPut::kReplacedForced;
+    p.unsubmitted_spec_replaced = p.unsubmitted_spec_replaced || put == SpecPut::kReplacedUnused;
+  };
+  note(put_spec(p.run_dir, spec::freeze(s), force, unused));
   for (const auto& task : resolved.tasks) {
     make_dirs(task.job.run_dir);
-    const std::string task_frozen = spec::freeze(task);
-    if (unused &&
-        read_file(fs::path(task.job.run_dir) / "spec.toml").value_or(task_frozen) != task_frozen) {
-      replaced = true;
-    }
-    p.spec_changed = put_spec(task.job.run_dir, task_frozen, force, unused) || p.spec_changed;
+    note(put_spec(task.job.run_dir, spec::freeze(task), force, unused));
   }
-  p.unsubmitted_spec_replaced = replaced;
   write_file_atomic(p.script, script);
   return p;
 }
