@@ -80,7 +80,7 @@ RunSummary summarize_run(const fs::path& dir) {
     }
   }
   const auto attempts = read_attempts(dir);
-  s.attempts = attempts.size();
+  s.attempts = count_job_attempts(attempts);
   for (const auto& a : attempts) s.restarts = std::max(s.restarts, a.restart);
   s.checkpoint_step = last_committed_step(dir);
   if (s.checkpoint_step) {

@@ -29,7 +29,7 @@ struct RunSummary {
   std::optional<int64_t> max_steps;         // train.max_steps of the frozen spec, when set
   std::optional<int64_t> epochs;            // train.epochs of the frozen spec
   std::optional<double> top1;               // the last eval line's top-1, in [0, 1]
-  size_t attempts = 0;                      // lines in attempts.jsonl
+  size_t attempts = 0;                      // job attempts: (job_id, restart) pairs
   int64_t restarts = 0;                     // the highest SLURM_RESTART_COUNT an attempt saw
   std::optional<int64_t> checkpoint_step;   // the newest committed checkpoint
   std::optional<int64_t> checkpoint_age_s;  // seconds since its manifest was written

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "common/unique_fd.hpp"
 
@@ -229,12 +230,62 @@ std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed) {
       if (j.contains("last_step") && j["last_step"].is_number_integer()) {
         a.last_step = j["last_step"].get<int64_t>();
       }
+      // The step and node-loss fields are newer than the ledger: absent or null reads as unset.
+      auto text = [&j](const char* key) {
+        return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+      };
+      auto seconds = [&j](const char* key) {
+        return j.contains(key) && j[key].is_number() ? std::optional<double>(j[key].get<double>())
+                                                     : std::nullopt;
+      };
+      if (j.contains("step") && j["step"].is_number_integer()) a.step = j["step"].get<int64_t>();
+      if (j.contains("world_size") && j["world_size"].is_number_integer()) {
+        a.world_size = j["world_size"].get<int64_t>();
+      }
+      a.lost_nodes = text("lost_nodes");
+      a.added_nodes = text("added_nodes");
+      a.detected = text("detected");
+      a.detected_by = text("detected_by");
+      a.stop_s = seconds("stop_s");
+      a.recover_s = seconds("recover_s");
       out.push_back(a);
     } catch (const std::exception&) {
       ++bad;
     }
   }
   if (malformed) *malformed = bad;
+  return out;
+}
+
+bool is_node_loss(const Attempt& a) {
+  return a.reason == "node_lost" || a.reason == "node_lost_requeued";
+}
+
+size_t count_job_attempts(const std::vector<Attempt>& attempts) {
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const auto& a : attempts) seen.emplace(a.job_id, a.restart);
+  return seen.size();
+}
+
+std::vector<NodeLoss> node_losses(const std::vector<Attempt>& attempts) {
+  std::vector<NodeLoss> out;
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const auto& a = attempts[i];
+    if (!is_node_loss(a)) continue;
+    NodeLoss n;
+    n.line = i;
+    for (size_t k = i + 1; k < attempts.size(); ++k) {
+      if (attempts[k].job_id == a.job_id && attempts[k].restart == a.restart) {
+        n.next_step_ended = true;
+        n.next_world_size = attempts[k].world_size;
+        break;
+      }
+    }
+    const bool requeued = a.reason == "node_lost_requeued";
+    n.outcome = requeued ? "requeued" : a.added_nodes.empty() ? "shrank" : "replaced";
+    n.recovered = !requeued && a.recover_s.has_value();
+    out.push_back(n);
+  }
   return out;
 }
 

@@ -64,14 +64,45 @@ struct Submission {
 void record_submission(const fs::path& run_dir, const Submission& submission);
 std::optional<Submission> last_submission(const fs::path& run_dir);
 
+// One line of attempts.jsonl: one srun step of a job attempt (docs/run-directory.md). A job attempt
+// (one job_id and restart) has several steps when it lost a node and went on in its allocation.
 struct Attempt {
   std::string job_id, nodes, start, end, reason;
   std::optional<int64_t> array_task_id, last_step;
   int64_t restart = 0, exit_status = 0;
+  int64_t step = 0;  // the srun step within the job attempt; 0 on lines that predate steps
+  std::optional<int64_t> world_size;
+  // Set on node_lost and node_lost_requeued lines: node names as written (comma-separated);
+  // added_nodes is empty when the world shrank instead.
+  std::string lost_nodes, added_nodes;
+  std::string detected, detected_by;  // UTC with milliseconds; a sentence saying how
+  std::optional<double> stop_s;       // detection until every surviving rank had stopped
+  std::optional<double> recover_s;    // detection until the next step's first training step
 };
 
 // Reads attempts.jsonl; malformed lines are skipped and counted.
 std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed = nullptr);
+
+// Whether the line ended its step because a node was lost (reason node_lost or
+// node_lost_requeued).
+bool is_node_loss(const Attempt& a);
+
+// Job attempts, as Slurm counts them: distinct (job_id, restart) pairs, not ledger lines.
+size_t count_job_attempts(const std::vector<Attempt>& attempts);
+
+// A node loss and how the run went on, as status and report show it.
+struct NodeLoss {
+  size_t line = 0;  // its index in the attempts
+  // The ranks of the step that took over (the next line of the same job attempt); unset while
+  // that step runs, or when no step took over.
+  bool next_step_ended = false;
+  std::optional<int64_t> next_world_size;
+  // "replaced" (spares took the lost nodes' places), "shrank" (the next step ran without them) or
+  // "requeued" (the job fell back to a requeue).
+  std::string outcome;
+  bool recovered = false;  // training went on in the same allocation (recover_s is set)
+};
+std::vector<NodeLoss> node_losses(const std::vector<Attempt>& attempts);
 
 // The newest step-N checkpoint directory that has its manifest (the commit point).
 std::optional<int64_t> last_committed_step(const fs::path& dir);

@@ -111,6 +111,60 @@ TEST(RunDir, AttemptsLedger) {
   EXPECT_FALSE(a[1].last_step);
 }
 
+TEST(RunDir, AttemptsLedgerWithNodeLosses) {
+  TempDir dir;
+  // An old line (no step or node-loss fields), a node lost and replaced, a node lost and the world
+  // shrunk, the step that completed, then a loss that fell back to a requeue in a later job.
+  write_text(
+      dir / "attempts.jsonl",
+      R"({"job_id":"12","restart":0,"nodes":"n[1-3]","exit_status":75,"reason":"requeued","last_step":20})"
+      "\n"
+      R"({"job_id":"12","restart":1,"exit_status":76,"reason":"node_lost","step":0,"world_size":6,"lost_nodes":"n2","added_nodes":"n4","detected":"2026-11-23T23:41:08.412Z","detected_by":"slurmd on n2 refused the connection","stop_s":1.3,"recover_s":22.8})"
+      "\n"
+      R"({"job_id":"12","restart":1,"exit_status":76,"reason":"node_lost","step":1,"world_size":6,"lost_nodes":"n3","added_nodes":"","stop_s":2,"recover_s":null})"
+      "\n"
+      R"({"job_id":"12","restart":1,"exit_status":0,"reason":"completed","step":2,"world_size":4})"
+      "\n"
+      R"({"job_id":"14","restart":0,"exit_status":76,"reason":"node_lost_requeued","step":0,"world_size":4,"lost_nodes":"n1","added_nodes":"","stop_s":0.5,"recover_s":null})"
+      "\n");
+  size_t malformed = 0;
+  const auto a = read_attempts(dir.path(), &malformed);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(malformed, 0u);
+  EXPECT_EQ(a[0].step, 0);
+  EXPECT_FALSE(a[0].world_size);
+  EXPECT_FALSE(is_node_loss(a[0]));
+  EXPECT_EQ(a[1].step, 0);
+  EXPECT_EQ(a[1].world_size, 6);
+  EXPECT_EQ(a[1].lost_nodes, "n2");
+  EXPECT_EQ(a[1].added_nodes, "n4");
+  EXPECT_EQ(a[1].detected, "2026-11-23T23:41:08.412Z");
+  EXPECT_EQ(a[1].detected_by, "slurmd on n2 refused the connection");
+  EXPECT_EQ(a[1].stop_s, 1.3);
+  EXPECT_EQ(a[1].recover_s, 22.8);
+  EXPECT_EQ(a[2].step, 1);
+  EXPECT_EQ(a[2].stop_s, 2.0);
+  EXPECT_FALSE(a[2].recover_s);
+  EXPECT_EQ(a[3].step, 2);
+  EXPECT_TRUE(is_node_loss(a[4]));
+  // Lines per srun step, attempts per (job_id, restart): 12/0, 12/1, 14/0.
+  EXPECT_EQ(count_job_attempts(a), 3u);
+
+  const auto losses = node_losses(a);
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_EQ(losses[0].line, 1u);
+  EXPECT_EQ(losses[0].outcome, "replaced");
+  EXPECT_TRUE(losses[0].recovered);
+  EXPECT_TRUE(losses[0].next_step_ended);
+  EXPECT_EQ(losses[0].next_world_size, 6);
+  EXPECT_EQ(losses[1].outcome, "shrank");
+  EXPECT_EQ(losses[1].next_world_size, 4);
+  EXPECT_FALSE(losses[1].recovered);  // no recover_s: training never went on in the allocation
+  EXPECT_EQ(losses[2].outcome, "requeued");
+  EXPECT_FALSE(losses[2].recovered);
+  EXPECT_FALSE(losses[2].next_step_ended);  // job 14's next line is not there yet
+}
+
 TEST(RunDir, LastCommittedStepNeedsTheManifest) {
   TempDir dir;
   EXPECT_FALSE(last_committed_step(dir.path()));
