@@ -1,6 +1,6 @@
-// hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct), attempts and restarts from
-// the ledger, last committed checkpoint, latest metrics lines and the training loss trend
-// (run/trend.hpp).
+// hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct), attempts, restarts and node
+// losses from the ledger, last committed checkpoint, latest metrics lines and the training loss
+// trend (run/trend.hpp).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -17,6 +17,73 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The node losses of the ledger, one object each: what was lost and added, when and how it was
+// detected, how long stopping and recovering took, and how the run went on ("replaced": a spare
+// took the lost node's place; "shrank": the next step ran on fewer ranks; "requeued": the job was
+// requeued instead). "recovered" is whether training went on in the same allocation.
+nlohmann::json status_node_losses(const std::vector<run::Attempt>& attempts) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& n : run::node_losses(attempts)) {
+    const auto& a = attempts[n.line];
+    out.push_back({{"job_id", a.job_id},
+                   {"restart", a.restart},
+                   {"step", a.step},
+                   {"reason", a.reason},
+                   {"lost_nodes", a.lost_nodes},
+                   {"added_nodes", a.added_nodes},
+                   {"detected", a.detected},
+                   {"detected_by", a.detected_by},
+                   {"stop_s", opt(a.stop_s)},
+                   {"recover_s", opt(a.recover_s)},
+                   {"world_size", opt(a.world_size)},
+                   {"next_step_ended", n.next_step_ended},
+                   {"next_world_size", opt(n.next_world_size)},
+                   {"outcome", n.outcome},
+                   {"recovered", n.recovered}});
+  }
+  return out;
+}
+
+// "node2 at 23:41:08 (slurmd on node2 refused the connection); survivors stopped in 1.3 s;
+// replaced by node4; training again after 22.8 s": one node loss as status prints it.
+std::string status_node_loss_text(const nlohmann::json& e) {
+  auto seconds = [](const nlohmann::json& v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", v.get<double>());
+    return std::string(buf);
+  };
+  std::string out = e["lost_nodes"].get<std::string>();
+  if (out.empty()) out = "a node";
+  const auto detected = e["detected"].get<std::string>();
+  // "2026-11-23T23:41:08.412Z": the time of day; anything else as written.
+  if (detected.size() >= 19 && detected[10] == 'T') {
+    out += " at " + detected.substr(11, 8);
+  } else if (!detected.empty()) {
+    out += " at " + detected;
+  }
+  if (!e["detected_by"].get<std::string>().empty()) {
+    out += " (" + e["detected_by"].get<std::string>() + ")";
+  }
+  if (e["stop_s"].is_number()) out += "; survivors stopped in " + seconds(e["stop_s"]);
+  const auto outcome = e["outcome"].get<std::string>();
+  if (outcome == "requeued") return out + "; fell back to requeue";
+  if (outcome == "replaced") {
+    out += "; replaced by " + e["added_nodes"].get<std::string>();
+  } else if (e["next_world_size"].is_number_integer()) {
+    out += "; world shrank to " + std::to_string(e["next_world_size"].get<int64_t>()) + " ranks";
+  } else {
+    out += "; world shrank";
+  }
+  if (e["recover_s"].is_number()) {
+    out += "; training again after " + seconds(e["recover_s"]);
+  } else if (e["next_step_ended"].get<bool>()) {
+    // The next step ended without recording a training step: the replacement never started.
+    out += "; the replacement step never trained";
+  }
+  return out;
+}
+
 nlohmann::json describe_dir(const fs::path& dir) {
   nlohmann::json j;
   size_t malformed = 0;
@@ -25,16 +92,26 @@ nlohmann::json describe_dir(const fs::path& dir) {
   // SLURM_RESTART_COUNT an attempt saw.
   int64_t restarts = 0;
   for (const auto& a : attempts) restarts = std::max<int64_t>(restarts, a.restart);
-  j["attempts"] = attempts.size();
+  // Job attempts, not ledger lines: a job attempt that lost a node and went on in its allocation
+  // wrote a line per srun step.
+  j["attempts"] = run::count_job_attempts(attempts);
   j["restarts"] = restarts;
   if (malformed) j["malformed_ledger_lines"] = malformed;
   if (!attempts.empty()) {
     const auto& a = attempts.back();
-    j["last_attempt"] = {{"job_id", a.job_id}, {"restart", a.restart},
-                         {"nodes", a.nodes},   {"start", a.start},
-                         {"end", a.end},       {"exit_status", a.exit_status},
+    j["last_attempt"] = {{"job_id", a.job_id},
+                         {"restart", a.restart},
+                         {"step", a.step},
+                         {"nodes", a.nodes},
+                         {"start", a.start},
+                         {"end", a.end},
+                         {"exit_status", a.exit_status},
                          {"reason", a.reason}};
   }
+  j["node_losses"] = status_node_losses(attempts);
+  size_t recovered = 0;
+  for (const auto& e : j["node_losses"]) recovered += e["recovered"].get<bool>() ? 1 : 0;
+  j["node_losses_recovered"] = recovered;
   if (auto step = run::last_committed_step(dir)) {
     j["last_checkpoint_step"] = *step;
     char name[32];
@@ -83,6 +160,14 @@ void print_dir(const nlohmann::json& d, const std::string& indent) {
     std::cout << indent << "last:       " << a["reason"].get<std::string>() << ", exit status "
               << a["exit_status"].get<int64_t>() << ", " << a["start"].get<std::string>() << " .. "
               << a["end"].get<std::string>() << " on " << a["nodes"].get<std::string>() << '\n';
+  }
+  if (!d["node_losses"].empty()) {
+    std::cout << indent << "node losses: " << d["node_losses"].size()
+              << " (recovered in the allocation: " << d["node_losses_recovered"].get<size_t>()
+              << ")\n";
+    for (const auto& e : d["node_losses"]) {
+      std::cout << indent << "node lost:  " << status_node_loss_text(e) << '\n';
+    }
   }
   std::cout << indent << "checkpoint: "
             << (d["last_checkpoint_step"].is_null()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# status's loss trend, list and logs on fixture run directories (no Slurm: SLURM_CONF names a
-# missing file, so every state is unknown and the commands must still work).
+# status's loss trend and node losses, list and logs on fixture run directories (no Slurm:
+# SLURM_CONF names a missing file, so every state is unknown and the commands must still work).
 #   cli_ops_test.sh HPCTRAIN
 set -uo pipefail
 hpctrain=$1
@@ -118,4 +118,63 @@ json=$("$hpctrain" list --json "$tmp/root" 2>/dev/null) || fail "list --json"
 expect 1 "$tmp/root/nope does not exist" "$hpctrain" list "$tmp/root/nope"
 [[ $(cd "$tmp/root/group" && "$hpctrain" list --json 2>/dev/null | jq -r '.runs[0].name') == resumed ]] ||
   fail "list without ROOT does not search the current directory"
+# Node losses (docs/run-directory.md): a job attempt that lost a node writes a line per srun step.
+# "spare": an old-format line (no "step"), then attempt 2 loses node2 (a spare, node4, takes its
+# place) and node3 (the world shrinks to 4 ranks) and completes: 2 job attempts in 4 lines.
+l=$tmp/losses/spare
+run_dir "$l" 12
+printf '%s\n' \
+  '{"job_id":"12","array_task_id":null,"restart":0,"nodes":"node[1-3]","start":"2026-11-23T23:30:00Z","end":"2026-11-23T23:35:00Z","exit_status":75,"reason":"requeued","last_step":20}' \
+  '{"job_id":"12","array_task_id":null,"restart":1,"nodes":"node[1-3]","start":"2026-11-23T23:40:01Z","end":"2026-11-23T23:41:10Z","exit_status":76,"reason":"node_lost","last_step":40,"step":0,"world_size":6,"lost_nodes":"node2","added_nodes":"node4","detected":"2026-11-23T23:41:08.412Z","detected_by":"slurmd on node2 refused the connection","stop_s":1.3,"recover_s":22.8}' \
+  '{"job_id":"12","array_task_id":null,"restart":1,"nodes":"node[1,3-4]","start":"2026-11-23T23:41:12Z","end":"2026-11-23T23:50:00Z","exit_status":76,"reason":"node_lost","last_step":80,"step":1,"world_size":6,"lost_nodes":"node3","added_nodes":"","detected":"2026-11-23T23:49:58.100Z","detected_by":"the NCCL watchdog timed out on rank 4","stop_s":2.5,"recover_s":30.4}' \
+  '{"job_id":"12","array_task_id":null,"restart":1,"nodes":"node[1,4]","start":"2026-11-23T23:50:05Z","end":"2026-11-24T00:10:00Z","exit_status":0,"reason":"completed","last_step":200,"step":2,"world_size":4}' \
+  > "$l/attempts.jsonl"
+out=$("$hpctrain" status "$l" 2>&1) || fail "status of a run with node losses: $out"
+expected_losses="attempts:   2 (1 restarts)
+last:       completed, exit status 0, 2026-11-23T23:50:05Z .. 2026-11-24T00:10:00Z on node[1,4]
+node losses: 2 (recovered in the allocation: 2)
+node lost:  node2 at 23:41:08 (slurmd on node2 refused the connection); survivors stopped in 1.3 s; replaced by node4; training again after 22.8 s
+node lost:  node3 at 23:49:58 (the NCCL watchdog timed out on rank 4); survivors stopped in 2.5 s; world shrank to 4 ranks; training again after 30.4 s"
+[[ $out == *"$expected_losses"* ]] || fail "status with node losses:
+$out
+expected within it:
+$expected_losses"
+json=$("$hpctrain" status --json "$l" 2>/dev/null) || fail "status --json with node losses"
+[[ $(jq -r '"\(.attempts) \(.restarts) \(.node_losses | length) \(.node_losses_recovered)"' <<< "$json") == "2 1 2 2" ]] ||
+  fail "status --json counts: $json"
+[[ $(jq -r '.node_losses[] | "\(.restart)/\(.step) \(.lost_nodes)>\(.added_nodes) \(.stop_s) \(.recover_s) \(.outcome) \(.world_size)>\(.next_world_size) \(.detected)"' <<< "$json") == \
+   "1/0 node2>node4 1.3 22.8 replaced 6>6 2026-11-23T23:41:08.412Z
+1/1 node3> 2.5 30.4 shrank 6>4 2026-11-23T23:49:58.100Z" ]] || fail "status --json node_losses: $(jq -c .node_losses <<< "$json")"
+[[ $(jq -r '.node_losses[0].detected_by' <<< "$json") == "slurmd on node2 refused the connection" ]] ||
+  fail "status --json detected_by: $(jq -c .node_losses <<< "$json")"
+
+# "requeued": attempt 1 loses node1 and falls back to a requeue; in attempt 2 node2 is replaced
+# but the replacement step fails before its first training step.
+q=$tmp/losses/requeued
+run_dir "$q" 13
+printf '%s\n' \
+  '{"job_id":"13","array_task_id":null,"restart":0,"nodes":"node[1-2]","start":"2026-11-23T23:40:01Z","end":"2026-11-23T23:41:10Z","exit_status":76,"reason":"node_lost_requeued","last_step":60,"step":0,"world_size":4,"lost_nodes":"node1","added_nodes":"","detected":"2026-11-23T23:41:09.000Z","detected_by":"srun reported node1 down","stop_s":0.8,"recover_s":null}' \
+  '{"job_id":"13","array_task_id":null,"restart":1,"nodes":"node[2-3]","start":"2026-11-23T23:45:00Z","end":"2026-11-23T23:46:00Z","exit_status":76,"reason":"node_lost","last_step":60,"step":0,"world_size":4,"lost_nodes":"node2","added_nodes":"node3","detected":"2026-11-23T23:45:58.5Z","detected_by":"slurmd on node2 refused the connection","stop_s":1.04,"recover_s":null}' \
+  '{"job_id":"13","array_task_id":null,"restart":1,"nodes":"node[3-4]","start":"2026-11-23T23:46:02Z","end":"2026-11-23T23:46:30Z","exit_status":1,"reason":"failed","last_step":60,"step":1,"world_size":4}' \
+  > "$q/attempts.jsonl"
+out=$("$hpctrain" status "$q" 2>&1) || fail "status of a requeued node loss: $out"
+expected_losses="attempts:   2 (1 restarts)
+last:       failed, exit status 1, 2026-11-23T23:46:02Z .. 2026-11-23T23:46:30Z on node[3-4]
+node losses: 2 (recovered in the allocation: 0)
+node lost:  node1 at 23:41:09 (srun reported node1 down); survivors stopped in 0.8 s; fell back to requeue
+node lost:  node2 at 23:45:58 (slurmd on node2 refused the connection); survivors stopped in 1.0 s; replaced by node3; the replacement step never trained"
+[[ $out == *"$expected_losses"* ]] || fail "status with a requeued node loss:
+$out
+expected within it:
+$expected_losses"
+json=$("$hpctrain" status --json "$q" 2>/dev/null) || fail "status --json with a requeued node loss"
+[[ $(jq -r '"\(.attempts) \(.node_losses_recovered) \([.node_losses[] | "\(.reason):\(.outcome):\(.recover_s):\(.recovered)"] | join(" "))"' <<< "$json") == \
+   "2 0 node_lost_requeued:requeued:null:false node_lost:replaced:null:false" ]] ||
+  fail "status --json requeued node loss: $(jq -c '{attempts, node_losses}' <<< "$json")"
+# list counts job attempts too; a run without node losses says nothing about them.
+[[ $("$hpctrain" list --json "$tmp/losses" 2>/dev/null | jq -r '[.runs[] | "\(.name):\(.attempts):\(.restarts)"] | join(" ")') == \
+   "requeued:2:1 spare:2:1" ]] || fail "list --json attempts: $("$hpctrain" list --json "$tmp/losses" 2>/dev/null)"
+[[ $("$hpctrain" status "$r" 2>&1) == *"node los"* ]] && fail "status of a run without node losses mentions them"
+[[ $("$hpctrain" status --json "$r" 2>/dev/null | jq -c '[.node_losses, .node_losses_recovered]') == "[[],0]" ]] ||
+  fail "status --json without node losses"
 finish
