@@ -42,6 +42,20 @@ json report_unix_time(const std::string& text) {
   return static_cast<int64_t>(timegm(&tm));
 }
 
+// "2026-11-23T23:41:08.412Z" (milliseconds optional) as Unix seconds with the fraction; null
+// when it is not that form.
+json report_unix_time_fraction(const std::string& text) {
+  const size_t dot = text.find('.');
+  if (dot == std::string::npos) return report_unix_time(text);
+  const json whole = report_unix_time(text.substr(0, dot) + "Z");
+  size_t end = dot + 1;
+  while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+  if (whole.is_null() || end == dot + 1 || end + 1 != text.size() || text[end] != 'Z') {
+    return nullptr;
+  }
+  return static_cast<double>(whole.get<int64_t>()) + std::stod("0" + text.substr(dot, end - dot));
+}
+
 // The spec's figures the header shows; {"error": ...} when spec.toml does not load.
 json report_spec_summary(const fs::path& dir) {
   spec::LoadOptions options;
@@ -181,9 +195,20 @@ json report_describe(const fs::path& dir) {
   }
   size_t malformed_attempts = 0;
   j["attempts"] = json::array();
-  for (const auto& a : run::read_attempts(dir, &malformed_attempts)) {
+  const auto attempts = run::read_attempts(dir, &malformed_attempts);
+  // One entry per ledger line (an srun step); "attempt" numbers the job attempts from 1, so the
+  // steps of one job attempt share it.
+  std::vector<std::pair<std::string, int64_t>> job_attempts;
+  auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  for (const auto& a : attempts) {
+    const auto key = std::make_pair(a.job_id, a.restart);
+    auto at = std::find(job_attempts.begin(), job_attempts.end(), key);
+    if (at == job_attempts.end()) at = job_attempts.insert(job_attempts.end(), key);
     json e{{"job_id", a.job_id},
            {"restart", a.restart},
+           {"attempt", at - job_attempts.begin() + 1},
+           {"step", a.step},
+           {"world_size", opt(a.world_size)},
            {"nodes", a.nodes},
            {"start", a.start},
            {"end", a.end},
@@ -195,6 +220,21 @@ json report_describe(const fs::path& dir) {
     if (a.last_step) e["last_step"] = *a.last_step;
     if (a.array_task_id) e["array_task_id"] = *a.array_task_id;
     j["attempts"].push_back(e);
+  }
+  j["job_attempts"] = job_attempts.size();
+  for (const auto& n : run::node_losses(attempts)) {
+    const auto& a = attempts[n.line];
+    j["attempts"][n.line]["node_loss"] = {{"lost_nodes", a.lost_nodes},
+                                          {"added_nodes", a.added_nodes},
+                                          {"detected", a.detected},
+                                          {"detected_time", report_unix_time_fraction(a.detected)},
+                                          {"detected_by", a.detected_by},
+                                          {"stop_s", opt(a.stop_s)},
+                                          {"recover_s", opt(a.recover_s)},
+                                          {"next_step_ended", n.next_step_ended},
+                                          {"next_world_size", opt(n.next_world_size)},
+                                          {"outcome", n.outcome},
+                                          {"recovered", n.recovered}};
   }
   j["malformed_attempts_lines"] = malformed_attempts;
   report_checkpoints(dir, j);

@@ -10,6 +10,9 @@ directory it was written from. Expected counts come from the run's files, read h
   charts;
 - the timeline: one .attempt-bar per attempts.jsonl line, one .checkpoint-mark per committed
   checkpoint (step-N/ with manifest.json), per run (each task of a job array);
+- node losses (node_lost, node_lost_requeued lines): one .node-loss-mark on the timeline and one
+  mark on each wall-time chart per loss with a readable detection time, one .node-loss-row per
+  loss in the node-loss table showing the lost and added nodes, and the header's count;
 - the run directory's path shows in the header as it is (escaping kept it whole).
 
 check_page.py DOM CHROMIUM_LOG RUN_DIR [--no-metrics]
@@ -127,6 +130,26 @@ def starts_after_first(run_dir):
     return n
 
 
+def node_losses(run_dir):
+    """The ledger's node-loss lines, in file order."""
+    path = os.path.join(run_dir, 'attempts.jsonl')
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    a = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(a, dict) and a.get('reason') in ('node_lost', 'node_lost_requeued'):
+                    out.append(a)
+    return out
+
+
+def detected_readable(loss):
+    return re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z', str(loss.get('detected'))) is not None
+
+
 def main():
     dom_file, log_file, run_dir = sys.argv[1:4]
     no_metrics = '--no-metrics' in sys.argv[4:]
@@ -191,12 +214,12 @@ def main():
             # Resumes on step charts: at least one per attempt after the first (the ledger's; the
             # page adds any the metrics show that the ledger does not explain). Attempt starts
             # on wall-time charts: one per attempt after the first.
-            later = max(0, starts_after_first(d))
+            later = max(0, starts_after_first(d)) + sum(map(detected_readable, node_losses(d)))
             marks = int(a.get('data-marks', '-1'))
             if cid.endswith('/step') and marks < max(0, attempts(d) - 1):
                 fail('%s: %d resume marks, expected at least %d' % (cid, marks, attempts(d) - 1))
             if cid.endswith('/time') and marks != later:
-                fail('%s: %d attempt-start marks, expected %d' % (cid, marks, later))
+                fail('%s: %d attempt-start and node-loss marks, expected %d' % (cid, marks, later))
             got = [float(v) for v in (a.get('data-series-sums') or '').split(',') if v]
             if len(got) != len(sums) or any(abs(g - w) > 1e-6 * max(1.0, abs(w)) for g, w in zip(got, sums)):
                 fail('%s: series sums %s, expected %s (the last value written for each step)' % (cid, got, sums))
@@ -207,7 +230,21 @@ def main():
             fail('%s: %d attempt bars, expected %d' % (name, bars, attempts(d)))
         if marks != committed(d):
             fail('%s: %d checkpoint marks, expected %d' % (name, marks, committed(d)))
-        print('%s: %d charts checked, %d attempt bars, %d checkpoint marks' % (name, len([c for c in exp.values() if c[0]]), bars, marks))
+        losses = node_losses(d)
+        loss_marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'node-loss-mark' and s == name)
+        loss_rows = sum(1 for t, a, s in dom.elements if a.get('class') == 'node-loss-row' and s == name)
+        if loss_marks != sum(map(detected_readable, losses)):
+            fail('%s: %d node-loss marks, expected %d' % (name, loss_marks, sum(map(detected_readable, losses))))
+        if loss_rows != len(losses):
+            fail('%s: %d node-loss rows, expected %d' % (name, loss_rows, len(losses)))
+        for loss in losses:
+            for key in ('lost_nodes', 'added_nodes', 'detected_by'):
+                if loss.get(key) and loss[key] not in text:
+                    fail('%s: %s %r not shown' % (name, key, loss[key]))
+        if losses and not re.search(r'node losses\s*%d \(recovered in the allocation: %d\)' % (
+                len(losses), sum(1 for l in losses if l['reason'] == 'node_lost' and l.get('recover_s') is not None)), text):
+            fail('%s: the node-loss count is not shown' % name)
+        print('%s: %d charts checked, %d attempt bars, %d checkpoint marks, %d node losses' % (name, len([c for c in exp.values() if c[0]]), bars, marks, loss_rows))
     if not no_metrics and drawn == 0:
         fail('no chart checked')
     if tasks:

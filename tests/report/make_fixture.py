@@ -7,6 +7,10 @@ make_fixture.py preempted DIR   a run requeued once and then completed: metrics.
 make_fixture.py array DIR       a job array of two tasks, each like the above (the second one with
                                 no evaluation yet and a single attempt)
 make_fixture.py empty DIR       submitted, nothing run yet: no metrics, no attempts
+make_fixture.py nodeloss DIR    a run that lost nodes inside its allocation: attempt 1 goes on
+                                after losing node2 (a spare takes its place) and node3 (the world
+                                shrinks), then loses node4 and falls back to a requeue; attempt 2
+                                completes. One ledger line per srun step, the first without "step"
 Node names carry "</script><!--" so that the page's JSON escaping is exercised.
 """
 import json
@@ -106,6 +110,57 @@ def preempted(d, job_id, task=None, evals=True, resumed=True):
             f.write(json.dumps(a) + '\n')
 
 
+def nodeloss(d, job_id):
+    os.makedirs(d, exist_ok=True)
+    spec(d, os.path.basename(d))
+    lines, attempts = [], []
+    # (restart, step, world size, first and last training step, checkpoint steps, how it ended)
+    steps = [
+        (0, 0, 4, 10, 50, [30], {'reason': 'node_lost', 'lost_nodes': 'node2',
+                                'added_nodes': 'node4', 'detected_by': 'slurmd on node2 ' + EVIL,
+                                'stop_s': 1.3}),
+        (0, 1, 4, 40, 90, [60], {'reason': 'node_lost', 'lost_nodes': 'node3', 'added_nodes': '',
+                                'detected_by': 'the NCCL watchdog timed out on rank 2',
+                                'stop_s': 2.5}),
+        (0, 2, 2, 70, 100, [90], {'reason': 'node_lost_requeued', 'lost_nodes': 'node4',
+                                  'added_nodes': '', 'detected_by': 'srun reported node4 down',
+                                  'stop_s': 0.8}),
+        (1, 0, 2, 100, 130, [120], {'reason': 'completed'}),
+    ]
+    t = T0
+    for i, (restart, step_no, world, first, last, ckpts, end) in enumerate(steps):
+        start = t
+        for step in range(first, last + 10, 10):
+            lines.append(train_line(step, start + 5 + (step - first) * 2, 2.0 - step / 100))
+            if step % 40 == 0:
+                lines.append(eval_line(step, start + 6 + (step - first) * 2, 0.3 + step / 400))
+        for c in ckpts:
+            checkpoint(d, c, start + 6 + (c - first) * 2)
+        end_t = start + 10 + (last - first) * 2
+        a = {'job_id': job_id, 'array_task_id': None, 'restart': restart, 'nodes': 'node[1-3]',
+             'start': iso(start), 'end': iso(end_t),
+             'exit_status': 0 if end['reason'] == 'completed' else 76, 'reason': end['reason'],
+             'last_step': ckpts[-1]}
+        if i > 0:
+            a['step'] = step_no  # the first line is in the older format, without it
+            a['world_size'] = world
+        if end['reason'] != 'completed':
+            detected = end_t - 2
+            nxt = end_t + 15
+            a.update(end)
+            a['detected'] = iso(detected)[:-1] + '.412Z'
+            # From detection to the next step's first training line, or null after a requeue.
+            a['recover_s'] = None if end['reason'] == 'node_lost_requeued' else round(nxt + 5 - detected - 0.412, 3)
+            t = nxt
+        attempts.append(a)
+    with open(os.path.join(d, 'metrics.jsonl'), 'w') as f:
+        for line in lines:
+            f.write(json.dumps(line) + '\n')
+    with open(os.path.join(d, 'attempts.jsonl'), 'w') as f:
+        for a in attempts:
+            f.write(json.dumps(a) + '\n')
+
+
 def submission(d, job_id, array_tasks):
     with open(os.path.join(d, 'submissions.jsonl'), 'w') as f:
         f.write(json.dumps({'job_id': job_id, 'submitted_at': iso(T0 - 5),
@@ -123,6 +178,9 @@ def main():
         submission(d, '4800', 2)
         preempted(os.path.join(d, 'task-000'), '4800_0', task=0)
         preempted(os.path.join(d, 'task-001'), '4800_1', task=1, evals=False, resumed=False)
+    elif kind == 'nodeloss':
+        nodeloss(d, '4711')
+        submission(d, '4711', 0)
     elif kind == 'empty':
         spec(d, os.path.basename(d))
         submission(d, '4900', 0)

@@ -111,5 +111,63 @@ TEST(Report, CollectReadsMetricsAttemptsAndCommittedCheckpoints) {
   EXPECT_EQ(data["submission"]["job_id"], "12");
 }
 
+TEST(Report, CollectNumbersJobAttemptsAndDescribesNodeLosses) {
+  TempDir dir;
+  write_text(dir / "spec.toml", "[job]\nname = \"r\"\n");
+  // An old line without "step", then one job attempt of three srun steps: a node replaced by a
+  // spare, a node lost without one (the world shrinks), the end; then a loss that was requeued.
+  write_text(
+      dir / "attempts.jsonl",
+      R"({"job_id":"12","restart":0,"nodes":"n[1-3]","start":"2026-11-23T23:30:00Z","end":"2026-11-23T23:35:00Z","exit_status":75,"reason":"requeued","last_step":20})"
+      "\n"
+      R"({"job_id":"12","restart":1,"nodes":"n[1-3]","start":"2026-11-23T23:40:01Z","end":"2026-11-23T23:41:10Z","exit_status":76,"reason":"node_lost","last_step":40,"step":0,"world_size":6,"lost_nodes":"n2","added_nodes":"n4","detected":"2026-11-23T23:41:08.412Z","detected_by":"slurmd on n2 refused the connection","stop_s":1.3,"recover_s":22.8})"
+      "\n"
+      R"({"job_id":"12","restart":1,"nodes":"n[1,3-4]","start":"2026-11-23T23:41:12Z","end":"2026-11-23T23:50:00Z","exit_status":76,"reason":"node_lost","last_step":80,"step":1,"world_size":6,"lost_nodes":"n3","added_nodes":"","detected":"2026-11-23T23:49:58Z","detected_by":"the NCCL watchdog timed out","stop_s":2.5,"recover_s":30.4})"
+      "\n"
+      R"({"job_id":"12","restart":1,"nodes":"n[1,4]","start":"2026-11-23T23:50:05Z","end":"2026-11-24T00:10:00Z","exit_status":0,"reason":"completed","last_step":200,"step":2,"world_size":4})"
+      "\n"
+      R"({"job_id":"13","restart":0,"nodes":"n[1-2]","start":"2026-11-24T01:00:00Z","end":"2026-11-24T01:05:00Z","exit_status":76,"reason":"node_lost_requeued","last_step":220,"step":0,"world_size":4,"lost_nodes":"n1","added_nodes":"","detected":"not a time","detected_by":"srun reported n1 down","stop_s":0.8,"recover_s":null})"
+      "\n");
+  const json r = collect(dir.path())["runs"][0];
+  ASSERT_EQ(r["attempts"].size(), 5u);
+  EXPECT_EQ(r["job_attempts"], 3);
+  std::vector<int> attempt, step;
+  for (const auto& a : r["attempts"]) {
+    attempt.push_back(a["attempt"].get<int>());
+    step.push_back(a["step"].get<int>());
+  }
+  EXPECT_EQ(attempt, std::vector<int>({1, 2, 2, 2, 3}));
+  EXPECT_EQ(step, std::vector<int>({0, 0, 1, 2, 0}));
+  EXPECT_FALSE(r["attempts"][0].contains("node_loss"));
+  EXPECT_TRUE(r["attempts"][0]["world_size"].is_null());
+  EXPECT_FALSE(r["attempts"][3].contains("node_loss"));
+  EXPECT_EQ(r["attempts"][3]["world_size"], 4);
+
+  const json& replaced = r["attempts"][1]["node_loss"];
+  EXPECT_EQ(replaced["lost_nodes"], "n2");
+  EXPECT_EQ(replaced["added_nodes"], "n4");
+  EXPECT_EQ(replaced["detected_by"], "slurmd on n2 refused the connection");
+  EXPECT_DOUBLE_EQ(replaced["detected_time"].get<double>(), 1795477268.412);
+  EXPECT_EQ(replaced["stop_s"], 1.3);
+  EXPECT_EQ(replaced["recover_s"], 22.8);
+  EXPECT_EQ(replaced["outcome"], "replaced");
+  EXPECT_EQ(replaced["recovered"], true);
+
+  const json& shrank = r["attempts"][2]["node_loss"];
+  EXPECT_EQ(shrank["lost_nodes"], "n3");
+  EXPECT_EQ(shrank["added_nodes"], "");
+  EXPECT_EQ(shrank["detected_time"], 1795477798);  // whole seconds
+  EXPECT_EQ(shrank["outcome"], "shrank");
+  EXPECT_EQ(shrank["next_world_size"], 4);
+  EXPECT_EQ(shrank["recover_s"], 30.4);
+
+  const json& requeued = r["attempts"][4]["node_loss"];
+  EXPECT_EQ(requeued["outcome"], "requeued");
+  EXPECT_EQ(requeued["recovered"], false);
+  EXPECT_TRUE(requeued["recover_s"].is_null());
+  EXPECT_TRUE(requeued["detected_time"].is_null());
+  EXPECT_EQ(requeued["next_step_ended"], false);
+}
+
 }  // namespace
 }  // namespace hpctrain::report
