@@ -36,6 +36,8 @@ enum class Optimizer { kSgd, kAdamW };
 enum class Schedule { kConstant, kCosine, kStep, kMultistep };
 enum class Signal { kUsr1, kUsr2, kTerm, kInt, kHup, kUrg, kXcpu };
 enum class SweepMode { kGrid, kZip };
+// What the batch script does when a node of the training step is lost (docs/resilience.md).
+enum class OnNodeLoss { kAuto, kReplace, kShrink, kRequeue };
 
 // The CIFAR ResNets of He et al. 2016 (resnet20..resnet110): three stages, their own 3x3 stem.
 constexpr bool is_cifar_resnet(Arch arch) {
@@ -94,6 +96,12 @@ struct Names<Signal> {
 template <>
 struct Names<SweepMode> {
   static constexpr std::array<std::string_view, 2> kValues = {"grid", "zip"};
+};
+
+template <>
+struct Names<OnNodeLoss> {
+  static constexpr std::array<std::string_view, 4> kValues = {"auto", "replace", "shrink",
+                                                              "requeue"};
 };
 
 template <typename E>

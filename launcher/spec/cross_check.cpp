@@ -21,7 +21,7 @@ const std::set<std::string>& managed_sbatch_options() {
       "ntasks-per-node", "gpus-per-node", "cpus-per-task", "time",       "account",
       "partition",       "qos",           "mem",           "constraint", "exclusive",
       "chdir",           "wrap",          "parsable",      "wait",       "export",
-      "export-file",     "test-only",     "batch",         "container"};
+      "export-file",     "test-only",     "batch",         "container",  "no-kill"};
   return kManaged;
 }
 
@@ -43,6 +43,7 @@ std::string which_key_manages(const std::string& option) {
       {"signal", "preemption.signal and preemption.signal_lead_s"},
       {"requeue", "preemption.enabled"},
       {"no-requeue", "preemption.enabled"},
+      {"no-kill", "resilience.on_node_loss"},
       {"array", "[sweep]"},
       {"output", "job.run_dir"},
       {"error", "job.run_dir"},
@@ -228,6 +229,22 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
   if (s.checkpoint.every_steps == 0 && s.checkpoint.every_minutes == 0) {
     sink.warning(origin_of(m, "checkpoint.every_steps"), "checkpoint.every_steps",
                  "no periodic checkpoints: a crash loses all progress since the last preemption");
+  }
+  const auto& r = s.resilience;
+  if (r.on_node_loss == OnNodeLoss::kReplace && r.spare_nodes == 0) {
+    sink.error(origin_of(m, "resilience.on_node_loss"), "resilience.on_node_loss",
+               "\"replace\" needs a spare node to replace a lost one, and spare_nodes is 0",
+               "set resilience.spare_nodes, or on_node_loss = \"shrink\" or \"requeue\"");
+  }
+  if (r.on_node_loss == OnNodeLoss::kShrink && j.nodes < 2 && r.spare_nodes == 0) {
+    sink.error(origin_of(m, "resilience.on_node_loss"), "resilience.on_node_loss",
+               "a one-node job cannot shrink: losing its node leaves nothing to train on",
+               "use \"requeue\", or add spare_nodes");
+  }
+  if (r.on_node_loss == OnNodeLoss::kRequeue && r.spare_nodes > 0) {
+    sink.warning(origin_of(m, "resilience.spare_nodes"), "resilience.spare_nodes",
+                 std::to_string(r.spare_nodes) +
+                     " spare node(s) are allocated but never used: on_node_loss is \"requeue\"");
   }
   if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);
   if (m.count("job.env")) check_env(m.at("job.env"), sink);

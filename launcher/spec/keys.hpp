@@ -122,6 +122,12 @@ void for_each_key(S& s, F&& f) {
   f("preemption.max_restarts", p.max_restarts);
   f("preemption.max_consecutive_failures", p.max_consecutive_failures);
 
+  auto& r = s.resilience;
+  f("resilience.spare_nodes", r.spare_nodes);
+  f("resilience.on_node_loss", r.on_node_loss);
+  f("resilience.max_node_losses", r.max_node_losses);
+  f("resilience.heartbeat_timeout_s", r.heartbeat_timeout_s);
+
   f("sweep.mode", s.sweep.mode);
   f("sweep.max_parallel", s.sweep.max_parallel);
   f("sweep.params", s.sweep.params);

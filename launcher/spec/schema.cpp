@@ -200,6 +200,20 @@ std::vector<Field> make_fields() {
       integer("preemption.max_consecutive_failures", kDef, "2", 0, 1000,
               "Failed attempts in a row that are still requeued (counted apart from preemptions)."),
 
+      // [resilience]
+      integer(
+          "resilience.spare_nodes", kDef, "0", 0, 10000,
+          "Extra nodes in the allocation that stand by to replace a lost one (--nodes adds them)."),
+      choice<OnNodeLoss>("resilience.on_node_loss", "\"auto\"",
+                         "When a node is lost: replace (a spare takes its place), shrink (spares "
+                         "first, then fewer nodes), requeue; auto = replace with spares, else "
+                         "requeue."),
+      integer("resilience.max_node_losses", kDef, "3", 0, 1000,
+              "Node losses recovered inside the allocation; the next one requeues the job."),
+      integer("resilience.heartbeat_timeout_s", kDef, "10", 2, 3600,
+              "A rank silent this long is lost: the others stop instead of waiting for the "
+              "collective timeout."),
+
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",
                         "grid: every combination of params; zip: the i-th value of each."),
@@ -214,8 +228,9 @@ std::vector<Field> make_fields() {
 
 const std::vector<std::string_view>& tables() {
   static const std::vector<std::string_view> kTables = {
-      "job",        "job.container", "data", "model", "train", "train.optimizer", "train.schedule",
-      "checkpoint", "preemption",    "sweep"};
+      "job",        "job.container",   "data",           "model",
+      "train",      "train.optimizer", "train.schedule", "checkpoint",
+      "preemption", "resilience",      "sweep"};
   return kTables;
 }
 

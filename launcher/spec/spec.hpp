@@ -113,6 +113,18 @@ struct PreemptionSpec {
   int64_t signal_lead_s = 0, max_restarts = 0, max_consecutive_failures = 0;
 };
 
+struct ResilienceSpec {
+  int64_t spare_nodes = 0;
+  OnNodeLoss on_node_loss = OnNodeLoss::kAuto;
+  int64_t max_node_losses = 0, heartbeat_timeout_s = 0;
+
+  // kAuto resolved: replace when there are spare nodes, else requeue.
+  OnNodeLoss policy() const {
+    if (on_node_loss != OnNodeLoss::kAuto) return on_node_loss;
+    return spare_nodes > 0 ? OnNodeLoss::kReplace : OnNodeLoss::kRequeue;
+  }
+};
+
 struct SweepSpec {
   SweepMode mode = SweepMode::kGrid;
   int64_t max_parallel = 0;
@@ -127,6 +139,7 @@ struct Spec {
   TrainSpec train;
   CheckpointSpec checkpoint;
   PreemptionSpec preemption;
+  ResilienceSpec resilience;
   SweepSpec sweep;
 
   bool is_array() const { return !sweep.params.empty(); }

@@ -69,6 +69,23 @@ TEST_F(CrossCheck, Fp16NeedsGpus) {
   EXPECT_CLEAN(resolve({"job.gpus_per_node=0", "train.precision=bf16"}));
 }
 
+TEST_F(CrossCheck, NodeLossPolicyFitsTheSpares) {
+  EXPECT_CLEAN(resolve({"resilience.spare_nodes=1", "resilience.on_node_loss=replace"}));
+  const Outcome no_spare = resolve({"resilience.on_node_loss=replace"});
+  EXPECT_TRUE(no_spare.error_on("resilience.on_node_loss")) << no_spare.text();
+  EXPECT_NE(no_spare.text().find("spare_nodes is 0"), std::string::npos) << no_spare.text();
+  EXPECT_CLEAN(resolve({"job.nodes=2", "resilience.on_node_loss=shrink"}));
+  EXPECT_ERROR_ON(resolve({"job.nodes=1", "resilience.on_node_loss=shrink"}),
+                  "resilience.on_node_loss");
+  EXPECT_CLEAN(resolve({"job.nodes=1", "resilience.spare_nodes=1", "resilience.on_node_loss=shrink"}));
+  const Outcome unused = resolve({"resilience.spare_nodes=2", "resilience.on_node_loss=requeue"});
+  EXPECT_TRUE(unused.clean()) << unused.text();
+  EXPECT_TRUE(unused.warning_on("resilience.spare_nodes")) << unused.text();
+  EXPECT_ERROR_ON(resolve({"resilience.on_node_loss=respawn"}), "resilience.on_node_loss");
+  EXPECT_ERROR_ON(resolve({"resilience.heartbeat_timeout_s=1"}), "resilience.heartbeat_timeout_s");
+  EXPECT_ERROR_ON(resolve({"job.extra_sbatch=[\"--no-kill\"]"}), "job.extra_sbatch");
+}
+
 TEST_F(CrossCheck, SignalLeavesMoreThanAMinuteOfTheTimeLimit) {
   // 300 s of lead + 60 s of training: the time limit must exceed 360 s.
   EXPECT_CLEAN(resolve({"preemption.signal_lead_s=300", "job.time=06:01"}));

@@ -1,0 +1,53 @@
+// The heartbeat that lets ranks notice a lost peer in seconds instead of at the collective
+// timeout (docs/resilience.md). Every rank adds to its own counter in the store once a second
+// over a store connection of its own (Store::clone(): a thread blocked on a dead peer's key must
+// not stall the rest); rank 0 watches every counter, and when one stops moving for `timeout` it
+// posts a verdict that the others read on their next beat. A rank that cannot reach the store
+// (rank 0's node is gone, or its own link is) notices that its beats stopped succeeding. Either
+// way the rank prints the verdict and ends its process with `exit_status`: a rank blocked in a
+// Gloo collective cannot be interrupted otherwise, and the sbatch script, not this rank, decides
+// what happens next.
+// Thread safety: construct and leave() from one thread; two threads of its own run meanwhile.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <c10/util/intrusive_ptr.h>
+
+namespace c10d {
+class Store;
+}
+
+namespace hpctrain::dist {
+
+struct HeartbeatOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::vector<std::string> hosts;  // host of every rank, for the messages
+  std::string store_address;       // "host:port", for the messages
+  std::chrono::milliseconds timeout{10000};
+  int exit_status = 1;
+};
+
+class Heartbeat {
+ public:
+  // `store` must be a connection of the heartbeat's own (a clone); the keys go under "hb/".
+  Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions options);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // This rank is ending in order (finished, or checkpointed to be requeued): it stops beating
+  // and watching. Rank 0, whose process serves the store, first waits (up to the timeout) until
+  // every rank has left, so none of them mistakes its exit for a lost store.
+  void leave();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace hpctrain::dist
