@@ -15,5 +15,10 @@ inline constexpr int kExitBadInput = 2;
 // The worker checkpointed because it was told to stop (preemption, time limit): the sbatch script
 // requeues the job (EX_TEMPFAIL).
 inline constexpr int kExitRequeue = 75;
+// The worker's heartbeat found a peer, or the store on rank 0, silent past
+// resilience.heartbeat_timeout_s and stopped this rank rather than wait for the collective
+// timeout: the sbatch script checks the step's nodes and, if one is lost, recovers
+// (docs/resilience.md). EX_PROTOCOL.
+inline constexpr int kExitPeerLost = 76;
 
 }  // namespace hpctrain

@@ -37,10 +37,10 @@ struct Heartbeat::State {
 
   std::mutex mutex;
   std::condition_variable changed;
-  bool stopping = false;          // guarded by mutex: the threads return
-  bool leave_requested = false;   // guarded by mutex
-  bool left = false;              // guarded by mutex: the beat thread has said goodbye
-  int running = 0;                // guarded by mutex: threads not yet returned
+  bool stopping = false;         // guarded by mutex: the threads return
+  bool leave_requested = false;  // guarded by mutex
+  bool left = false;             // guarded by mutex: the beat thread has said goodbye
+  int running = 0;               // guarded by mutex: threads not yet returned
   std::atomic<bool> leaving{false};
   std::atomic<Clock::rep> last_ok{Clock::now().time_since_epoch().count()};
 
@@ -118,8 +118,8 @@ struct Heartbeat::State {
       }
       const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - moved[r]);
       if (silent < o.timeout || store->check({left_key(r)})) continue;
-      const std::string verdict = "lost rank " + std::to_string(r) + host(r) +
-                                  ": no heartbeat for " + seconds_text(silent);
+      const std::string verdict =
+          "lost rank " + std::to_string(r) + host(r) + ": no heartbeat for " + seconds_text(silent);
       store->set(kVerdictKey, verdict);
       // The others read the verdict on their next beat; this process serves the store.
       std::this_thread::sleep_for(interval + interval / 2);
@@ -152,8 +152,8 @@ struct Heartbeat::State {
       const auto silent =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last);
       if (silent >= o.timeout) {
-        lost("no answer from the store on rank 0" + host(0) + " at " + o.store_address +
-             " for " + seconds_text(silent) + " (rank 0's node, or this node's link, is gone)");
+        lost("no answer from the store on rank 0" + host(0) + " at " + o.store_address + " for " +
+             seconds_text(silent) + " (rank 0's node, or this node's link, is gone)");
       }
     }
     returned();

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "common/error.hpp"
+#include "dist/heartbeat.hpp"
 #include "dist/pmix_exchange.hpp"
 #ifdef HPCTRAIN_WITH_NCCL
 #include "dist/nccl_backend.hpp"
@@ -83,6 +84,27 @@ class C10dGroup : public ProcessGroup, public Communicator {
   const std::vector<std::string>& hosts() const override { return hosts_; }
   const RendezvousPlan& plan() const override { return plan_; }
   std::string store_address() const override { return host_ + ":" + std::to_string(port_); }
+
+  void start_heartbeat(std::chrono::milliseconds timeout, int exit_status) override {
+    if (world_.world_size < 2 || heartbeat_) return;
+    HeartbeatOptions o;
+    o.rank = world_.rank;
+    o.world_size = world_.world_size;
+    o.hosts = hosts_;
+    o.store_address = store_address();
+    o.timeout = timeout;
+    o.exit_status = exit_status;
+    try {
+      heartbeat_ = std::make_unique<Heartbeat>(store_->clone(), o);
+    } catch (const std::exception& e) {
+      HPCTRAIN_THROW(rt::PeerError, "cannot start the heartbeat on the store at " +
+                                        store_address() + ": " + first_line(e.what()));
+    }
+  }
+
+  void leave() override {
+    if (heartbeat_) heartbeat_->leave();
+  }
 
   // Communicator
   int rank() const override { return world_.rank; }
@@ -356,6 +378,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
   c10::intrusive_ptr<c10d::Backend> pg_;
   std::vector<std::string> hosts_;
   int failures_ = 0;
+  std::unique_ptr<Heartbeat> heartbeat_;
 };
 
 }  // namespace

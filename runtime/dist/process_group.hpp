@@ -38,6 +38,13 @@ class ProcessGroup {
   virtual const RendezvousPlan& plan() const = 0;
   // "host:port" of the store.
   virtual std::string store_address() const = 0;
+
+  // Starts this rank's heartbeat (dist/heartbeat.hpp) on a store connection of its own: when a
+  // peer, or the store, is silent for `timeout`, the process ends with `exit_status`.
+  virtual void start_heartbeat(std::chrono::milliseconds timeout, int exit_status) = 0;
+  // An orderly end (finished, or checkpointed to be requeued): the heartbeat stops without
+  // alarming the others. No-op without a heartbeat.
+  virtual void leave() = 0;
 };
 
 std::unique_ptr<ProcessGroup> join(const WorldInfo& world, const EnvMap& env,
