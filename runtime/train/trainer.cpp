@@ -382,6 +382,7 @@ class Trainer {
         stop_reason_ =
             agreed[Agreement::kStop] > 0 ? stop_signal_text() : "the job's time limit is near";
       }
+      if (step_ == first_step_ + 1) log_started(epoch);
       if (step_ % spec_.train.log_every_steps == 0 || step_ == total_steps_ || stop_) {
         log_train(epoch, lr);
       }
@@ -398,6 +399,18 @@ class Trainer {
   static std::string stop_signal_text() {
     const int s = preempt::pending_stop_signal();
     return s != 0 ? std::string("signal ") + ::strsignal(s) : "a stop signal on another rank";
+  }
+
+  // The first step of this process: where it resumed and on how many ranks (docs/resilience.md
+  // times a recovery from it).
+  void log_started(int64_t epoch) {
+    if (comm_.rank() != 0 || !metrics_) return;
+    nlohmann::json record = {{"kind", "started"},       {"step", step_},
+                             {"epoch", epoch + 1},      {"world_size", comm_.size()},
+                             {"resumed_from", nullptr}, {"wall_time", unix_time()}};
+    if (resumed_) record["resumed_from"] = resumed_->position.step;
+    if (!options_.step_tag.empty()) record["tag"] = options_.step_tag;
+    metrics_->write(record);
   }
 
   void log_train(int64_t epoch, double lr) {

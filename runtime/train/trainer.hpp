@@ -30,6 +30,10 @@ struct TrainOptions {
   // Diagnostics: each rank appends "epoch step sample..." for every training batch to
   // TRACE.rank-R (HPCTRAIN_TRACE_SAMPLES in the worker); empty: off.
   std::filesystem::path trace_samples;
+  // Which srun step of the batch script this is (HPCTRAIN_STEP_TAG): rank 0 writes a "started"
+  // record with it to metrics.jsonl after the process's first step, which is how the script
+  // times a recovery. Empty: the record has no tag.
+  std::string step_tag;
 };
 
 struct TrainResult {

@@ -1,5 +1,6 @@
 #include "worker/run.hpp"
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -42,6 +43,36 @@ void describe(const dist::Launch& launch, const std::optional<spec::Spec>& spec,
   std::cout << j.dump() << std::endl;
 }
 
+// The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the batch script shrank
+// the world around a lost node (HPCTRAIN_WORLD_SIZE, resilience.on_node_loss = "shrink").
+void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world) {
+  int64_t expected = spec.job.world_size();
+  const char* shrunk = std::getenv("HPCTRAIN_WORLD_SIZE");
+  if (shrunk && *shrunk && std::string(shrunk) != std::to_string(expected)) {
+    const std::string text = shrunk;
+    const bool number =
+        text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t n = number ? std::stoll(text) : 0;
+    if (spec.resilience.policy() != spec::OnNodeLoss::kShrink) {
+      HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_WORLD_SIZE='" + text + "' differs from the spec's " +
+                                       std::to_string(expected) +
+                                       " ranks, and resilience.on_node_loss is not \"shrink\"");
+    }
+    if (n < 1 || n > expected || n % spec.job.tasks_per_node != 0) {
+      HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_WORLD_SIZE='" + text +
+                                       "' is not a whole number of nodes of " +
+                                       std::to_string(spec.job.tasks_per_node) +
+                                       " ranks, at most the spec's " + std::to_string(expected));
+    }
+    expected = n;
+  }
+  if (expected != world.world_size) {
+    HPCTRAIN_THROW(rt::EnvError, "the spec asks for " + std::to_string(expected) +
+                                     " ranks (nodes x tasks_per_node) but the job has " +
+                                     std::to_string(world.world_size));
+  }
+}
+
 }  // namespace
 
 int run(const Options& options) {
@@ -66,12 +97,7 @@ int run(const Options& options) {
     describe(launch, spec, backend, cuda);
     return kExitOk;
   }
-  if (spec && world.source != dist::EnvSource::kSingle &&
-      spec->job.world_size() != world.world_size) {
-    HPCTRAIN_THROW(rt::EnvError, "the spec asks for " + std::to_string(spec->job.world_size()) +
-                                     " ranks (nodes x tasks_per_node) but the job has " +
-                                     std::to_string(world.world_size));
-  }
+  if (spec && world.source != dist::EnvSource::kSingle) check_world_size(*spec, world);
 
   dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
   join.backend = backend;
@@ -90,6 +116,7 @@ int run(const Options& options) {
   if (!spec) {
     HPCTRAIN_THROW(rt::EnvError, "nothing to run: give --spec RUN_DIR/spec.toml (or --selftest)");
   }
+  group->start_heartbeat(std::chrono::seconds(spec->resilience.heartbeat_timeout_s), kExitPeerLost);
   train::TrainOptions train_options;
   // The script exports the run directory (a job array task's own); a hand-started worker uses
   // the spec's.
@@ -101,7 +128,11 @@ int run(const Options& options) {
   if (const char* trace = std::getenv("HPCTRAIN_TRACE_SAMPLES"); trace && *trace) {
     train_options.trace_samples = trace;
   }
+  if (const char* tag = std::getenv("HPCTRAIN_STEP_TAG"); tag && *tag) {
+    train_options.step_tag = tag;
+  }
   const train::TrainResult result = train::train(*spec, group->communicator(), train_options);
+  group->leave();
   // Checkpointed after a stop signal or before the time limit: the script requeues the job.
   return result.stopped ? kExitRequeue : kExitOk;
 }
