@@ -9,6 +9,10 @@
 #   slurm-multinode.sh stop DIR        stop daemons, jobs and network of DIR (idempotent)
 #   slurm-multinode.sh restart DIR [N] stop, then start
 #   slurm-multinode.sh env DIR         print 'export SLURM_CONF=...' for clients
+#   slurm-multinode.sh kill DIR NODE   lose NODE as a crash does: SIGKILL every process in it,
+#                                      its slurmd included (peers see their connections reset)
+#   slurm-multinode.sh cut DIR NODE    lose NODE as a power cut does: its link goes down, its
+#                                      processes run on unheard (no FIN, no RST reaches a peer)
 #
 # DIR must be outside /tmp (each node has a private /tmp); /var/tmp stands in for the shared
 # filesystem. Knobs (environment): HPCTRAIN_SLURM_CPUS (per node, default 4: two ranks per node
@@ -19,7 +23,7 @@ die() { echo "slurm-multinode: $*" >&2; exit 1; }
 # shellcheck source=scripts/slurm-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm-common.sh"
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 
 
@@ -207,6 +211,31 @@ stop() {
   stop_pidfiles "$dir/munge/munged.pid"
 }
 
+node_ns() {
+  # node_ns NODE: the namespace of nodeI of this cluster, or die.
+  [[ $1 =~ ^node([0-9]+)$ ]] || die "'$1' is not a node name like node2"
+  ns=$tag-${1}
+  index=${BASH_REMATCH[1]}
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || die "no node $1 in this cluster"
+}
+
+kill_node() {
+  local pids deadline=$(( SECONDS + 10 ))
+  node_ns "$1"
+  # Repeatedly: a dying slurmstepd may still fork. Every process at once, as a crash would.
+  while pids=$(ip netns pids "$ns" 2>/dev/null) && [[ -n $pids ]]; do
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    (( SECONDS < deadline )) || die "processes $pids in $ns survive SIGKILL"
+    sleep 0.1
+  done
+}
+
+cut_node() {
+  node_ns "$1"
+  ip link set "${tag}v$index" down || die "cannot take ${tag}v$index down"
+}
+
 cmd=${1:-}
 [[ $# -ge 2 ]] || usage
 dir=$(realpath -m "$2")
@@ -215,6 +244,8 @@ case $cmd in
   start) [[ $# -le 3 ]] || usage; start "$dir" "${3:-3}" ;;
   stop) [[ $# -eq 2 ]] || usage; stop "$dir" ;;
   restart) [[ $# -le 3 ]] || usage; stop "$dir"; start "$dir" "${3:-3}" ;;
+  kill) [[ $# -eq 3 ]] || usage; kill_node "$3" ;;
+  cut) [[ $# -eq 3 ]] || usage; cut_node "$3" ;;
   env) [[ $# -eq 2 ]] || usage; [[ -f $dir/env ]] || die "no cluster in $dir"; cat "$dir/env" ;;
   *) usage ;;
 esac
