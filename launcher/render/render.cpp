@@ -64,7 +64,8 @@ std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tas
   if (j.account) o.push_back("--account=" + *j.account);
   if (j.partition) o.push_back("--partition=" + *j.partition);
   if (j.qos) o.push_back("--qos=" + *j.qos);
-  o.push_back("--nodes=" + std::to_string(j.nodes));
+  // Spare nodes stand by in the same allocation (docs/resilience.md).
+  o.push_back("--nodes=" + std::to_string(j.nodes + spec.resilience.spare_nodes));
   o.push_back("--ntasks-per-node=" + std::to_string(j.tasks_per_node));
   o.push_back("--cpus-per-task=" + std::to_string(j.cpus_per_task));
   if (j.gpus_per_node > 0) o.push_back("--gpus-per-node=" + std::to_string(j.gpus_per_node));
@@ -85,6 +86,11 @@ std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tas
                 std::to_string(spec.preemption.signal_lead_s));
   } else {
     o.push_back("--no-requeue");
+  }
+  const spec::OnNodeLoss policy = spec.resilience.policy();
+  if (policy == spec::OnNodeLoss::kReplace || policy == spec::OnNodeLoss::kShrink) {
+    // A lost node must not end the allocation: the script starts a new step without it.
+    o.push_back("--no-kill");
   }
   if (array_tasks > 0) {
     std::string array = "--array=0-" + std::to_string(array_tasks - 1);
@@ -141,9 +147,12 @@ std::string srun_command(const spec::Spec& spec) {
   const auto& j = spec.job;
   std::vector<std::string> words = {"srun", "--kill-on-bad-exit=1"};
   if (!j.srun_mpi.empty()) words.push_back("--mpi=" + j.srun_mpi);
-  words.push_back("--nodes=" + std::to_string(j.nodes));
-  words.push_back("--ntasks=" + std::to_string(j.world_size()));
+  // The script chooses the step's nodes (all of them, or the healthy ones after a node loss).
+  words.push_back("--nodes=\"$step_count\"");
+  words.push_back("--ntasks=\"$world\"");
   words.push_back("--ntasks-per-node=" + std::to_string(j.tasks_per_node));
+  words.push_back("${step_nodelist:+\"--nodelist=$step_nodelist\"}");
+  words.push_back("${step_overlap:+--overlap}");
   // Since Slurm 22.05 srun does not inherit --cpus-per-task from the allocation.
   words.push_back("--cpus-per-task=" + std::to_string(j.cpus_per_task));
   if (j.container.runtime == spec::ContainerRuntime::kPyxis) {
@@ -203,19 +212,26 @@ std::string sbatch_script(const spec::Spec& spec, size_t array_tasks) {
   for (const auto& o : sbatch_options(spec, array_tasks)) {
     sbatch_lines += (sbatch_lines.empty() ? "" : "\n") + ("#SBATCH " + o);
   }
-  return fill_template(embedded::job_sbatch_template(),
-                       {{"SBATCH_LINES", sbatch_lines},
-                        {"VERSION", kVersion},
-                        {"REQUEUE_STATUS", std::to_string(kExitRequeue)},
-                        {"RUN_DIR", shell_quote(spec.job.run_dir)},
-                        {"WORKER", shell_quote(spec.job.worker)},
-                        {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},
-                        {"MAX_RESTARTS", std::to_string(spec.preemption.max_restarts)},
-                        {"MAX_FAILURES", std::to_string(spec.preemption.max_consecutive_failures)},
-                        {"ARRAY_SETUP", array_setup(array_tasks)},
-                        {"MODULES", modules_block(spec)},
-                        {"ENVIRONMENT", environment_block(spec)},
-                        {"SRUN", srun_command(spec)}});
+  return fill_template(
+      embedded::job_sbatch_template(),
+      {{"SBATCH_LINES", sbatch_lines},
+       {"VERSION", kVersion},
+       {"REQUEUE_STATUS", std::to_string(kExitRequeue)},
+       {"RUN_DIR", shell_quote(spec.job.run_dir)},
+       {"WORKER", shell_quote(spec.job.worker)},
+       {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},
+       {"MAX_RESTARTS", std::to_string(spec.preemption.max_restarts)},
+       {"MAX_FAILURES", std::to_string(spec.preemption.max_consecutive_failures)},
+       {"ARRAY_SETUP", array_setup(array_tasks)},
+       {"MODULES", modules_block(spec)},
+       {"ENVIRONMENT", environment_block(spec)},
+       {"SRUN", srun_command(spec)},
+       {"LOST_STATUS", std::to_string(kExitPeerLost)},
+       {"TRAIN_NODES", std::to_string(spec.job.nodes)},
+       {"TASKS_PER_NODE", std::to_string(spec.job.tasks_per_node)},
+       {"ON_NODE_LOSS", std::string(spec::name_of(spec.resilience.policy()))},
+       {"MAX_NODE_LOSSES", std::to_string(spec.resilience.max_node_losses)},
+       {"HEARTBEAT_TIMEOUT", std::to_string(spec.resilience.heartbeat_timeout_s)}});
 }
 
 }  // namespace hpctrain::render

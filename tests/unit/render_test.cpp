@@ -112,6 +112,32 @@ TEST(Render, PreemptionOffMeansNoRequeueAndNoSignal) {
   EXPECT_TRUE(std::set<std::string>(o2.begin(), o2.end()).count("--signal=URG@90"));
 }
 
+// Spares are part of the allocation; --no-kill only where the script recovers in it.
+TEST(Render, SpareNodesAndNoKill) {
+  auto options_of = [](std::vector<std::string> overrides) {
+    const auto r = load_config("smoke-cpu.toml", std::move(overrides));
+    const auto o = sbatch_options(r.spec);
+    return std::make_pair(std::set<std::string>(o.begin(), o.end()), sbatch_script(r.spec));
+  };
+  const auto [plain, plain_script] = options_of({"job.nodes=3"});
+  EXPECT_TRUE(plain.count("--nodes=3"));
+  EXPECT_FALSE(plain.count("--no-kill"));
+  EXPECT_NE(plain_script.find("hpctrain_on_node_loss=requeue\n"), std::string::npos);
+  const auto [spare, spare_script] = options_of({"job.nodes=3", "resilience.spare_nodes=1"});
+  EXPECT_TRUE(spare.count("--nodes=4"));
+  EXPECT_TRUE(spare.count("--no-kill"));
+  EXPECT_NE(spare_script.find("hpctrain_train_nodes=3\n"), std::string::npos);
+  EXPECT_NE(spare_script.find("hpctrain_on_node_loss=replace\n"), std::string::npos);
+  const auto [shrink, shrink_script] =
+      options_of({"job.nodes=3", "resilience.on_node_loss=shrink", "resilience.max_node_losses=1",
+                  "resilience.heartbeat_timeout_s=7"});
+  EXPECT_TRUE(shrink.count("--nodes=3"));
+  EXPECT_TRUE(shrink.count("--no-kill"));
+  EXPECT_NE(shrink_script.find("hpctrain_on_node_loss=shrink\n"), std::string::npos);
+  EXPECT_NE(shrink_script.find("hpctrain_max_node_losses=1\n"), std::string::npos);
+  EXPECT_NE(shrink_script.find("hpctrain_heartbeat_timeout=7\n"), std::string::npos);
+}
+
 TEST(Render, ShellQuoteRoundTripsArbitraryBytes) {
   std::mt19937 rng(7);
   std::vector<std::string> values = {"",   "'", "''",           "a'b", "\\", "$(id)", "`id`",

@@ -77,7 +77,8 @@ TEST_F(CrossCheck, NodeLossPolicyFitsTheSpares) {
   EXPECT_CLEAN(resolve({"job.nodes=2", "resilience.on_node_loss=shrink"}));
   EXPECT_ERROR_ON(resolve({"job.nodes=1", "resilience.on_node_loss=shrink"}),
                   "resilience.on_node_loss");
-  EXPECT_CLEAN(resolve({"job.nodes=1", "resilience.spare_nodes=1", "resilience.on_node_loss=shrink"}));
+  EXPECT_CLEAN(
+      resolve({"job.nodes=1", "resilience.spare_nodes=1", "resilience.on_node_loss=shrink"}));
   const Outcome unused = resolve({"resilience.spare_nodes=2", "resilience.on_node_loss=requeue"});
   EXPECT_TRUE(unused.clean()) << unused.text();
   EXPECT_TRUE(unused.warning_on("resilience.spare_nodes")) << unused.text();
