@@ -256,7 +256,10 @@ class Trainer {
     }
     if (!options_.trace_samples.empty()) {
       trace_ = std::make_unique<std::ofstream>(
-          options_.trace_samples.string() + ".rank-" + std::to_string(comm_.rank()), std::ios::app);
+          options_.trace_samples.string() +
+              (options_.step_tag.empty() ? "" : "." + options_.step_tag) + ".rank-" +
+              std::to_string(comm_.rank()),
+          std::ios::app);
     }
     train_info_ = info;
     state_ = std::make_unique<TrainingState>(

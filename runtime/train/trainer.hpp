@@ -28,7 +28,8 @@ struct TrainOptions {
   // SLURM_JOB_END_TIME: the run checkpoints and stops (as for a signal) before it.
   std::optional<int64_t> job_end_time;
   // Diagnostics: each rank appends "epoch step sample..." for every training batch to
-  // TRACE.rank-R (HPCTRAIN_TRACE_SAMPLES in the worker); empty: off.
+  // TRACE.rank-R, or TRACE.TAG.rank-R with a step tag (HPCTRAIN_TRACE_SAMPLES in the worker);
+  // empty: off.
   std::filesystem::path trace_samples;
   // Which srun step of the batch script this is (HPCTRAIN_STEP_TAG): rank 0 writes a "started"
   // record with it to metrics.jsonl after the process's first step, which is how the script
