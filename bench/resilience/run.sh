@@ -105,7 +105,7 @@ reached_at() { local s; s=$(step_of "$1"); (( ${s:-0} >= $2 )); }
 
 # The uninterrupted reference, and the memory and threads of a run.
 fresh_cluster
-"$hpctrain" submit "$(spec reference)" > /dev/null || die "submit reference"
+"$hpctrain" submit "$(spec reference)" > /dev/null 2>&1 || die "submit reference"
 wait_until 600 finished "$dir/runs/reference" || die "reference run did not end"
 reference=$(fingerprint "$dir/runs/reference")
 [[ $reference =~ ^0x[0-9a-f]+$ ]] || die "reference fingerprint '$reference'"
@@ -116,7 +116,7 @@ trial() {  # KIND N
   run=$dir/runs/$name
   fresh_cluster
   at=$(( 15 + RANDOM % (steps - 45) ))
-  "$hpctrain" submit "$(spec "$name")" > /dev/null || die "submit $name"
+  "$hpctrain" submit "$(spec "$name")" > /dev/null 2>&1 || die "submit $name"
   wait_until 300 reached_at "$run" "$at" || die "$name: step $at never reached"
   r0=$(grep -o '^\[rank 0/[0-9]* node[0-9]*\]' "$run"/logs/*.out | tail -n 1 | sed 's/.* \(node[0-9]*\)\]/\1/')
   mapfile -t step_nodes < <(scontrol show hostnames "$(squeue -h -s -o '%i %N' | awk '$1 ~ /\.0$/ {print $2}')")
@@ -160,7 +160,7 @@ export MASTER_ADDR=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | head -n 1
 srun --kill-on-bad-exit=1 $python $repo/bench/resilience/peer_ddp.py
 SH
   id=$(sbatch --parsable "$dir/peer-$kind.sbatch") || die "peer: sbatch"
-  wait_until 300 grep -q '^step 40 ' "$dir/peer-$kind.out" || die "peer: no step 40: $(tail -n 5 "$dir/peer-$kind.err")"
+  wait_until 300 grep -qs '^step 40 ' "$dir/peer-$kind.out" || die "peer: no step 40: $(tail -n 5 "$dir/peer-$kind.err")"
   pid=$(ip netns pids "$tag-node3" | xargs -r ps -o pid=,comm= -p | awk '$2 ~ /^python/ {print $1; exit}')
   peer_rss=$(awk '/^VmHWM/ {printf "%d", $2 / 1024}' "/proc/$pid/status" 2>/dev/null)
   t_loss=$(now)
