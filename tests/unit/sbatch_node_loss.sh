@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The rendered script's node-loss branches (docs/resilience.md), run for real by bash with
+# stand-ins for Slurm's commands and a "slurmd" per node: each node is a loopback address
+# (127.0.0.1 is the batch host) with a TCP listener on the cluster's SlurmdPort, and a node is
+# lost when its listener is killed. The srun stand-in plays each step from a script per
+# invocation (srun-N.sh): sleeps as a training step does, loses a node, writes the "started"
+# record a worker would, exits with a worker's status.
+#   replace   a node lost mid-step: the step is killed (scancel JOB.STEP, then srun), the spare
+#             (the batch host) joins, the new step overlaps, the ledger has the loss and the
+#             recovery time, the attempt completes;
+#   noticed   the ranks notice first (srun exits 76): the script probes after the fact;
+#   shrink    no spare: the world shrinks to 4 ranks (HPCTRAIN_WORLD_SIZE);
+#   fallback  max_node_losses = 0: node_lost_requeued and scontrol requeue;
+#   gate      a node's slurmd unreachable from the start: nothing is watched, srun gets no
+#             --nodelist.
+#   sbatch_node_loss.sh HPCTRAIN
+hpctrain=$1
+source "$(dirname "$0")/../support/expect.sh"
+work=$(mktemp -d)
+listeners=()
+trap 'kill "${listeners[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+port=$((30000 + RANDOM % 20000))
+mkdir -p "$work/bin"
+
+# "slurmd" on ADDRESS: accepts and closes connections until killed.
+listen() {
+  python3 -c '
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(64)
+open(sys.argv[3], "w").write("up")
+while True:
+    c, _ = s.accept()
+    c.close()' "$1" "$port" "$work/up-$1" &
+  listeners+=($!)
+  echo $! > "$work/listener-$1"
+  for _ in $(seq 50); do [[ -f $work/up-$1 ]] && return; sleep 0.1; done
+  echo "listener on $1 did not start" >&2; exit 1
+}
+
+cat > "$work/bin/scontrol" <<SH
+#!/bin/bash
+case "\$1 \$2" in
+  "show hostnames") printf '%s\n' \$FAKE_NODES ;;
+  "show config") echo "SlurmdPort              = $port" ;;
+  *) echo "\$*" >> "\$RUN/scontrol.calls" ;;
+esac
+SH
+cat > "$work/bin/squeue" <<'SH'
+#!/bin/bash
+[[ $* == *--steps* ]] && { echo 4242.0; echo 4242.batch; exit 0; }
+echo RUNNING
+SH
+cat > "$work/bin/scancel" <<'SH'
+#!/bin/bash
+echo "$*" >> "$RUN/scancel.calls"
+SH
+cat > "$work/bin/srun" <<'SH'
+#!/bin/bash
+n=$(( $(cat "$RUN/srun.count" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$RUN/srun.count"
+printf '%s\n' "$@" > "$RUN/srun-$n.argv"
+echo "$HPCTRAIN_WORLD_SIZE $HPCTRAIN_STEP_TAG" > "$RUN/srun-$n.env"
+started() { printf '{"kind":"started","step":1,"tag":"%s","wall_time":%s}\n' "$HPCTRAIN_STEP_TAG" "$(date +%s.%N)" >> "$RUN/metrics.jsonl"; }
+source "$PLAY/srun-$n.sh"
+SH
+chmod +x "$work/bin"/*
+
+# scenario NAME NODES "TOML" NODE...: renders the spec, starts the listeners of NODEs, runs the
+# script as Slurm would with the plays in $work/NAME/play; leaves the run in $work/NAME.
+scenario() {
+  local name=$1 nodes=$2 toml=$3 node
+  shift 3
+  mkdir -p "$work/$name/play"
+  cat > "$work/$name.toml" <<TOML
+[job]
+name = "$name"
+nodes = $nodes
+tasks_per_node = 2
+run_dir = "$work/$name"
+worker = "/bin/true"
+[data]
+synthetic = true
+[resilience]
+heartbeat_timeout_s = 2
+$toml
+TOML
+  "$hpctrain" render "$work/$name.toml" > "$work/$name/job.sbatch" 2> "$work/$name/render.err" ||
+    { fail "$name: render: $(cat "$work/$name/render.err")"; return; }
+  cp "$work/$name.toml" "$work/$name/spec.toml"
+  for node in "$@"; do listen "$node"; done
+  (cd "$work/$name" && env -i PATH="$work/bin:/usr/bin:/bin" RUN="$work/$name" PLAY="$work/$name/play" \
+     FAKE_NODES="$FAKE_NODES" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
+     SLURMD_NODENAME=127.0.0.1 SLURM_RESTART_COUNT=0 timeout 120 bash job.sbatch \
+     > "$work/$name/out" 2> "$work/$name/err")
+  echo $? > "$work/$name/status"
+  kill "${listeners[@]}" 2>/dev/null
+  wait "${listeners[@]}" 2>/dev/null
+  listeners=()
+  rm -f "$work"/up-*
+}
+line() { sed -n "${2}p" "$work/$1/attempts.jsonl"; }
+has() { jq -e "$3" <<<"$(line "$1" "$2")" > /dev/null || fail "$1: ledger line $2 is not $3: $(line "$1" "$2")"; }
+kill_node() { echo "sleep 1.5; kill \$(cat '$work/listener-$1')"; }
+
+FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4"
+all=(127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4)
+
+# replace
+mkdir -p "$work/replace/play"
+echo "$(kill_node 127.0.0.3); sleep 60" > "$work/replace/play/srun-1.sh"
+echo 'sleep 0.5; started; sleep 2; exit 0' > "$work/replace/play/srun-2.sh"
+scenario replace 3 'spare_nodes = 1' "${all[@]}"
+[[ $(cat "$work/replace/status") == 0 ]] || fail "replace: script exited $(cat "$work/replace/status"): $(cat "$work/replace/err")"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.4' "$work/replace/srun-1.argv" || fail "replace: first step's nodes: $(cat "$work/replace/srun-1.argv")"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/replace/srun-2.argv" || fail "replace: second step's nodes: $(cat "$work/replace/srun-2.argv")"
+grep -qx -- '--overlap' "$work/replace/srun-2.argv" || fail "replace: the second step does not overlap"
+grep -qx -- '--overlap' "$work/replace/srun-1.argv" && fail "replace: the first step overlaps"
+grep -qx -- '--signal=KILL 4242.0' "$work/replace/scancel.calls" || fail "replace: the step was not killed"
+[[ $(cat "$work/replace/srun-2.env") == "6 0.1" ]] || fail "replace: second step's env: $(cat "$work/replace/srun-2.env")"
+has replace 1 '.reason == "node_lost" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .nodes == "127.0.0.2,127.0.0.3,127.0.0.4" and .step == 0 and .world_size == 6 and (.stop_s | type == "number") and (.recover_s | type == "number") and .detected_by == "slurmd on 127.0.0.3 refused the connection"'
+has replace 2 '.reason == "completed" and .step == 1 and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1" and .exit_status == 0'
+[[ $(wc -l < "$work/replace/attempts.jsonl") == 2 ]] || fail "replace: ledger lines"
+
+# noticed: the ranks exit 76 first; the script finds the node lost after the fact.
+mkdir -p "$work/noticed/play"
+echo "kill \$(cat '$work/listener-127.0.0.4'); sleep 0.2; exit 76" > "$work/noticed/play/srun-1.sh"
+echo 'started; sleep 1.5; exit 0' > "$work/noticed/play/srun-2.sh"
+scenario noticed 3 'spare_nodes = 1' "${all[@]}"
+has noticed 1 '.reason == "node_lost" and .lost_nodes == "127.0.0.4" and .exit_status == 76 and .added_nodes == "127.0.0.1"'
+has noticed 2 '.reason == "completed"'
+
+# shrink: no spare; the batch host trains from the start.
+FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3"
+mkdir -p "$work/shrink/play"
+echo "$(kill_node 127.0.0.2); sleep 60" > "$work/shrink/play/srun-1.sh"
+echo 'started; sleep 1.5; exit 0' > "$work/shrink/play/srun-2.sh"
+scenario shrink 3 'on_node_loss = "shrink"' 127.0.0.1 127.0.0.2 127.0.0.3
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.1' "$work/shrink/srun-1.argv" || fail "shrink: first step's nodes"
+grep -qx -- '--nodelist=127.0.0.3,127.0.0.1' "$work/shrink/srun-2.argv" || fail "shrink: second step's nodes: $(cat "$work/shrink/srun-2.argv")"
+grep -qx -- '--ntasks="4"\|--ntasks=4' "$work/shrink/srun-2.argv" || fail "shrink: second step's tasks: $(cat "$work/shrink/srun-2.argv")"
+[[ $(cat "$work/shrink/srun-2.env") == "4 0.1" ]] || fail "shrink: HPCTRAIN_WORLD_SIZE: $(cat "$work/shrink/srun-2.env")"
+has shrink 1 '.reason == "node_lost" and .added_nodes == "" and .world_size == 6'
+has shrink 2 '.reason == "completed" and .world_size == 4'
+
+# fallback: a spare, but no loss may be recovered in the allocation.
+FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4"
+mkdir -p "$work/fallback/play"
+echo "$(kill_node 127.0.0.2); sleep 60" > "$work/fallback/play/srun-1.sh"
+scenario fallback 3 $'spare_nodes = 1\nmax_node_losses = 0' "${all[@]}"
+[[ $(cat "$work/fallback/srun.count") == 1 ]] || fail "fallback: a second step ran"
+has fallback 1 '.reason == "node_lost_requeued" and .lost_nodes == "127.0.0.2" and .added_nodes == "" and .exit_status == 76'
+grep -qx 'requeue 4242' "$work/fallback/scontrol.calls" || fail "fallback: no scontrol requeue"
+
+# gate: 127.0.0.3 has no slurmd from the start.
+mkdir -p "$work/gate/play"
+echo 'sleep 1; exit 0' > "$work/gate/play/srun-1.sh"
+scenario gate 3 'spare_nodes = 1' 127.0.0.1 127.0.0.2 127.0.0.4
+grep -q 'node loss is not watched' "$work/gate/err" || fail "gate: no warning: $(cat "$work/gate/err")"
+grep -q -- '--nodelist' "$work/gate/srun-1.argv" && fail "gate: srun got a node list"
+has gate 1 '.reason == "completed"'
+
+finish "node loss: replace, noticed, shrink, fallback, gate"
