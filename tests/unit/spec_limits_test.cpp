@@ -48,6 +48,8 @@ const std::vector<Adjustment>& adjustments() {
        [](const std::string&) { return std::vector<std::string>{"job.gpus_per_node=1"}; }},
       {"job.container.runtime", "a container runtime needs an image",
        [](const std::string&) { return std::vector<std::string>{"job.container.image=i.sif"}; }},
+      {"resilience.on_node_loss", "replace needs a spare node, shrink a second node",
+       [](const std::string&) { return std::vector<std::string>{"resilience.spare_nodes=1"}; }},
       {"train.schedule.name", "multistep needs milestones",
        [](const std::string&) {
          return std::vector<std::string>{"train.schedule.milestones=[1, 2]"};
