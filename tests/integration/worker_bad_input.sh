@@ -60,4 +60,27 @@ grep -Eq "^\[rank 0/1 $(hostname)\] event_file\.cpp:[0-9]+: cannot create $dir/t
   || fail "no '[rank 0/1 $(hostname)] event_file.cpp:line: cannot create .../tensorboard' line"
 grep -q "step 1/" <<<"$out" && fail "trained without its tensorboard/ folder"
 
+# A GPU job on a rank without a usable GPU (this machine; or a CPU build) is an error naming the
+# rank, the host, what the driver and CUDA say and the driver the build needs: never a silent
+# training run on the CPU.
+sed -e 's/^name = "bad-tensorboard"/name = "gpu-without-gpu"\ngpus_per_node = 1/' \
+    -e "s|$dir/tb-run|$dir/gpu-run|" "$dir/tb.toml" > "$dir/gpu.toml"
+describe=$(env -u SLURM_JOB_ID "$worker" --spec "$dir/gpu.toml" --describe-env 2>&1)
+echo "$describe"
+if [[ $(jq -r .backend <<<"$describe") == nccl ]]; then
+  echo "this machine has a usable GPU: the no-GPU case is not reachable here"
+else
+  jq -e '.cuda_problem | test("driver")' <<<"$describe" >/dev/null \
+    || fail "--describe-env of a GPU spec without CUDA has no cuda_problem naming the driver"
+  out=$(env -u SLURM_JOB_ID "$worker" --spec "$dir/gpu.toml" 2>&1)
+  status=$?
+  echo "$out"
+  [[ $status == 1 ]] || fail "GPU spec without CUDA: exit status $status, want 1"
+  grep -q "job.gpus_per_node = 1) but rank 0 of 1 on $(hostname) cannot use CUDA: .*driver" <<<"$out" \
+    || fail "no line naming gpus_per_node, the rank, the host and the driver"
+  grep -q "minimum driver\|needs driver\|driver >=" <<<"$out" || fail "the minimum driver is not named"
+  grep -q "never trains a GPU job on the CPU" <<<"$out" || fail "no statement that it refuses"
+  grep -q "^\[rank 0/1 $(hostname)\] epoch\|training resnet" <<<"$out" && fail "it trained anyway"
+  [[ ! -e $dir/gpu-run/metrics.jsonl ]] || fail "it trained anyway (metrics.jsonl written)"
+fi
 echo "worker bad-input checks passed"
