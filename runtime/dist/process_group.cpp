@@ -135,9 +135,24 @@ class C10dGroup : public ProcessGroup, public Communicator {
 
   void barrier() override {
     // A barrier is an all-reduce of one element: it has the collective deadline and the same
-    // failure diagnosis as everything else.
+    // failure diagnosis as everything else. On NCCL a plain wait only orders the GPU's stream;
+    // a barrier must hold this thread until every rank has really arrived (rank 0 finished
+    // cleaning up before the others read a checkpoint, say).
     auto one = torch::zeros({1}, torch::TensorOptions().device(device()));
-    all_reduce(one);
+    if (!one.is_cuda()) {
+      all_reduce(one);
+      return;
+    }
+    // A wait with a timeout blocks this thread until the all-reduce completed on the GPU, or
+    // throws at the collective deadline.
+    std::vector<at::Tensor> tensors{one};
+    auto work = guard([&] { return pg_->allreduce(tensors); });
+    try {
+      work->wait(
+          std::chrono::duration_cast<std::chrono::milliseconds>(options_.collective_timeout));
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
   }
 
   void abort() override {

@@ -1,5 +1,6 @@
 #include "worker/selftest.hpp"
 
+#include <torch/cuda.h>
 #include <torch/types.h>
 #include <unistd.h>
 
@@ -13,6 +14,12 @@ namespace hpctrain::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// NCCL collectives return once queued on the GPU's stream: a clock read right after them times the
+// queueing. Waiting for the device makes the table time the transfers.
+void wait_for_device(const dist::Communicator& comm) {
+  if (comm.device().is_cuda()) torch::cuda::synchronize(comm.device().index());
+}
 
 // Values small enough that every partial sum is an exact float: the check can demand equality.
 torch::Tensor pattern(int64_t numel, int rank, at::Device device = at::kCPU) {
@@ -77,8 +84,10 @@ int run_selftest(dist::Communicator& comm, const SelftestOptions& options, std::
     const int iterations =
         bytes >= (16 << 20) ? std::max(3, options.iterations / 4) : options.iterations;
     comm.barrier();
+    wait_for_device(comm);
     const auto start = Clock::now();
     for (int i = 0; i < iterations; ++i) comm.all_reduce(t);
+    wait_for_device(comm);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / iterations;
     // The result after warmup + iterations sums is pattern * (n(n+1)/2) * n^(k-1): check one
     // fresh all-reduce exactly instead.
