@@ -5,7 +5,10 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/types.h>
 
+#include <algorithm>
+#include <numeric>
 #include <sstream>
+#include <vector>
 
 #include "common/error.hpp"
 #include "spec/spec.hpp"
@@ -127,15 +130,40 @@ void GradSync::launch_ready_buckets() {
   }
 }
 
+at::Tensor memory_order_view(const at::Tensor& t) {
+  if (t.is_contiguous()) return t.view({-1});
+  if (!t.is_non_overlapping_and_dense()) return {};
+  // The dimensions from the largest stride to the smallest: the order the memory holds them in.
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  at::Tensor permuted = t.permute(order);
+  return permuted.is_contiguous() ? permuted.view({-1}) : at::Tensor();
+}
+
+namespace {
+
+// A gradient's elements as the bucket holds them, and the same view to write them back through.
+// Memory order where the memory is one dense block (a channels_last gradient, say): a view, no
+// copy. The layout is the same on every rank (every rank's parameters have the same strides).
+at::Tensor flat_grad(const at::Tensor& grad) {
+  at::Tensor flat = memory_order_view(grad);
+  return flat.defined() ? flat : grad.reshape({-1});
+}
+
+}  // namespace
+
 void GradSync::launch(Bucket& b) {
   torch::NoGradGuard no_grad;
-  const double scale = 1.0 / comm_.size();
+  const at::Tensor scale = at::scalar_tensor(1.0 / comm_.size(), at::kFloat);
   int64_t offset = 0;
   for (size_t k : b.params) {
     const at::Tensor& grad = params_[k].grad();
     const int64_t n = params_[k].numel();
-    // Pre-divide, as DDP does, so fp16 sums cannot overflow.
-    b.flat.narrow(0, offset, n).copy_(grad.reshape({-1}).mul(scale));
+    // Pre-divide, as DDP does, so fp16 sums cannot overflow; written straight into the bucket.
+    at::Tensor slot = b.flat.narrow(0, offset, n);
+    at::mul_out(slot, flat_grad(grad), scale.to(grad.scalar_type()));
     offset += n;
   }
   b.work = comm_.all_reduce_async(b.flat);
@@ -165,7 +193,12 @@ void GradSync::finish() {
     for (size_t k : b.params) {
       at::Tensor grad = params_[k].mutable_grad();
       const int64_t n = params_[k].numel();
-      grad.copy_(b.flat.narrow(0, offset, n).view(grad.sizes()));
+      at::Tensor flat = memory_order_view(grad);
+      if (flat.defined()) {
+        flat.copy_(b.flat.narrow(0, offset, n));
+      } else {
+        grad.copy_(b.flat.narrow(0, offset, n).view(grad.sizes()));
+      }
       offset += n;
     }
   }

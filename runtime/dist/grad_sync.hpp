@@ -34,6 +34,11 @@ struct GradSyncOptions {
 // [train] bucket_mb and grad_compression.
 GradSyncOptions grad_sync_options_from_spec(const spec::Spec& spec);
 
+// `t`'s elements in the order its memory holds them, as a flat view of its storage (no copy), when
+// that memory is one dense block (contiguous, channels_last, any permutation); otherwise an
+// undefined tensor.
+at::Tensor memory_order_view(const at::Tensor& t);
+
 class GradSync {
  public:
   // `names` and `params` in registration order (module.named_parameters()); only parameters that

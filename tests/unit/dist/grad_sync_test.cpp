@@ -172,5 +172,58 @@ TEST(GradSync, OneRankKeepsItsOwnGradients) {
   expect_averaged(/*world=*/1, /*steps=*/1, {kBucketMb, kNone, /*overlap=*/true});
 }
 
+TEST(GradSync, MemoryOrderViewIsAViewOfDenseTensors) {
+  const at::Tensor nchw = torch::arange(48, torch::kFloat32).reshape({2, 3, 2, 4});
+  const at::Tensor cl = nchw.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor flat = memory_order_view(cl);
+  ASSERT_TRUE(flat.defined());
+  EXPECT_EQ(flat.data_ptr(), cl.data_ptr()) << "a copy, not a view";
+  EXPECT_TRUE(torch::equal(flat, cl.permute({0, 2, 3, 1}).reshape({-1})));
+  EXPECT_EQ(memory_order_view(nchw).data_ptr(), nchw.data_ptr());
+  // Every other row: not one dense block.
+  EXPECT_FALSE(memory_order_view(nchw.slice(/*dim=*/2, 0, 2, /*step=*/2)).defined());
+}
+
+// Convolution weights in channels_last (the GPU's memory format): the gradients keep their strides
+// and hold the exact average.
+TEST(GradSync, AveragesChannelsLastGradients) {
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
+  constexpr int kWorld = 2;
+  const test::TempDir dir;
+  const std::vector<int64_t> shape = {4, 3, 2, 2};
+  auto local = [&](int rank) {
+    return torch::arange(1, 49, torch::kFloat32).reshape(shape).mul(rank + 1);
+  };
+  std::vector<at::Tensor> grads(kWorld);
+  std::vector<std::exception_ptr> errors(kWorld);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        GlooCommunicator comm(dir.file("store"), rank, kWorld);
+        std::vector<at::Tensor> params = {
+            torch::zeros(shape).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true),
+            torch::zeros({5}).requires_grad_(true)};
+        GradSync sync({"w", "b"}, params, comm, {kBucketMb, kNone, /*overlap=*/true});
+        sync.prepare();
+        ((params[0] * local(rank)).sum() + params[1].sum()).backward();
+        sync.finish();
+        grads[static_cast<size_t>(rank)] = params[0].grad();
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const at::Tensor& g = grads[static_cast<size_t>(rank)];
+    EXPECT_TRUE(g.is_contiguous(at::MemoryFormat::ChannelsLast)) << "rank " << rank;
+    EXPECT_TRUE(torch::equal(g, local(0).mul(1.5))) << "rank " << rank << "\n" << g;
+  }
+}
+
 }  // namespace
 }  // namespace hpctrain::dist
