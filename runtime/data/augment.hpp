@@ -52,6 +52,10 @@ class Transform {
   int64_t out_width() const { return out_w_; }
   int64_t channels() const { return c_; }
   size_t sample_output_bytes() const;
+  // Per channel, v * scale + bias == (v / 255 - mean) / std: what a float output holds for a
+  // pixel value v, and what the device applies to a uint8 output (train/device_input.hpp).
+  const std::vector<float>& normalise_scale() const { return scale_; }
+  const std::vector<float>& normalise_bias() const { return bias_; }
 
   // src: one H x W x C uint8 image; dst: sample_output_bytes() bytes in the configured layout.
   void apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t index, void* dst) const;

@@ -264,8 +264,8 @@ void Checkpointer::contribute(float* slots, double step_seconds) {
   }
 }
 
-void Checkpointer::settle(const float* agreed) {
-  if (!in_flight_) return;
+void Checkpointer::settle(const float* agreed, int64_t gathered_at) {
+  if (!in_flight_ || gathered_at < in_flight_->step) return;
   if (agreed[Agreement::kWriteFailed] > 0) {
     if (in_flight_->result && !in_flight_->result->ok) {
       std::cerr << rt::rank_prefix() << "checkpoint step " << in_flight_->step
@@ -299,10 +299,11 @@ void Checkpointer::settle(const float* agreed) {
   in_flight_.reset();
 }
 
-bool Checkpointer::due(int64_t step, const float* agreed) const {
+bool Checkpointer::due(int64_t step, const float* agreed, int64_t gathered_at) const {
   if (!enabled_) return false;
   const int64_t every = spec_.checkpoint.every_steps;
-  return (every > 0 && step % every == 0) || agreed[Agreement::kSaveNow] > 0;
+  return (every > 0 && step % every == 0) ||
+         (agreed[Agreement::kSaveNow] > 0 && gathered_at >= last_save_step_);
 }
 
 void Checkpointer::commit_agreed(int64_t step, const nlohmann::json& meta, bool all_ok) {
@@ -333,6 +334,7 @@ void Checkpointer::commit_agreed(int64_t step, const nlohmann::json& meta, bool 
 void Checkpointer::save(TrainingState& state, const Position& position, bool finished,
                         bool allow_async) {
   if (!enabled_) return;
+  last_save_step_ = position.step;
   drain();  // at most one save in flight
   const auto t0 = Clock::now();
   const bool async = allow_async && spec_.checkpoint.async;

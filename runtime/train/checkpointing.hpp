@@ -93,10 +93,14 @@ class Checkpointer {
   // the last step's duration (for the deadline).
   void contribute(float* slots, double step_seconds);
   // After the all-reduce: commits or abandons the background save as the ranks agreed.
-  void settle(const float* agreed);
+  // `gathered_at`: the step whose contribute() filled the agreement (the step counter before it
+  // completed). The device path reads an agreement one step late: one gathered before the save
+  // in flight began says nothing about it and is ignored.
+  void settle(const float* agreed, int64_t gathered_at);
   // Whether step `step` (just completed) is due for a checkpoint (every_steps), given the
-  // agreement.
-  bool due(int64_t step, const float* agreed) const;
+  // agreement gathered at `gathered_at` (a request to save made before the last save began is
+  // spent).
+  bool due(int64_t step, const float* agreed, int64_t gathered_at) const;
 
   // Collective. Saves `position`: synchronously, or, with checkpoint.async and `allow_async`,
   // snapshots to memory and writes in the background (waiting first for a save in flight).
@@ -132,6 +136,7 @@ class Checkpointer {
   std::map<std::string, at::Tensor> snapshot_buffers_;  // reused host copies (async saves)
   std::unique_ptr<InFlight> in_flight_;
   int64_t last_committed_ = -1;
+  int64_t last_save_step_ = -1;  // the step of the newest save begun
   double last_save_seconds_ = 0;
   std::chrono::steady_clock::time_point last_save_time_;
 };

@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/torch.h>
@@ -29,6 +31,8 @@
 #include "spec/spec.hpp"
 #include "tensorboard/event_file.hpp"
 #include "train/checkpointing.hpp"
+#include "train/device_input.hpp"
+#include "train/fused_step.hpp"
 #include "train/grad_scaler.hpp"
 #include "train/metrics.hpp"
 #include "train/optimizer.hpp"
@@ -157,7 +161,7 @@ class Trainer {
       model::save_weights(*model_, result.weights.string());
     }
     // Last: a restarted run that finds this checkpoint has nothing left to do.
-    checkpointer_->save(*state_, position(), /*finished=*/true, /*allow_async=*/false);
+    save(/*finished=*/true, /*allow_async=*/false);
     if (comm_.rank() == 0 && options_.out) {
       std::ostringstream line;
       line << rt::rank_prefix() << "final: ";
@@ -199,15 +203,21 @@ class Trainer {
                                                  " classes but model.num_classes is " +
                                                  std::to_string(spec_.model.num_classes));
     }
-    train_loader_ = std::make_unique<data::Loader>(
-        train_source,
-        data::loader_config_from_spec(spec_, /*train=*/true, comm_.rank(), comm_.size()));
+    // The device path (uint8 batches normalised on the device, the agreement read one step
+    // late, fused optimizer kernels) on GPUs, or on the CPU when asked, to test it.
+    input_path_ = choose_input_path(device_, options_.device_path_on_cpu);
+    deferred_ = input_path_.device;
+    auto train_config =
+        data::loader_config_from_spec(spec_, /*train=*/true, comm_.rank(), comm_.size());
+    configure_loader(train_config, input_path_);
+    train_loader_ = std::make_unique<data::Loader>(train_source, std::move(train_config));
     if (!spec_.data.val.empty()) {
       val_source_ = open_source(spec_, /*train=*/false);
       auto config =
           data::loader_config_from_spec(spec_, /*train=*/false, comm_.rank(), comm_.size());
       config.transform.mean = info.mean;  // normalised as the model saw its training data
       config.transform.std = info.std;
+      configure_loader(config, input_path_);
       val_loader_ = std::make_unique<data::Loader>(val_source_, config);
     }
 
@@ -233,6 +243,8 @@ class Trainer {
 
     train_loader_->start_epoch(0, 0);
     steps_per_epoch_ = train_loader_->num_batches();
+    input_ = std::make_unique<DeviceInput>(*train_loader_, device_, spec_.train.channels_last,
+                                           input_path_);
     if (steps_per_epoch_ < 1) {
       HPCTRAIN_THROW(rt::DataError, "an epoch of " + std::to_string(info.num_samples) +
                                         " training samples holds no full batch of " +
@@ -268,6 +280,7 @@ class Trainer {
                                                    options_.job_end_time, options_.out);
     resumed_ = checkpointer_->restore(*state_);
     if (resumed_) resume_from(*resumed_);
+    if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_);  // after the restore
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     if (comm_.rank() == 0 && options_.out) {
       *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "
@@ -276,31 +289,16 @@ class Trainer {
                     << spec_.train.batch_size << " per step, " << steps_per_epoch_
                     << " steps per epoch, " << total_steps_ << " steps, "
                     << spec::name_of(spec_.train.precision) << ", " << at::get_num_threads()
-                    << " threads per rank" << std::endl;
+                    << " threads per rank"
+                    << (deferred_ ? "; the device path (uint8 input normalised on the device, "
+                                    "decisions one step late, fused optimizer)"
+                                  : "")
+                    << std::endl;
     }
-  }
-
-  std::pair<at::Tensor, at::Tensor> to_device(const data::Batch& batch) const {
-    const auto n = batch.size;
-    at::Tensor images =
-        batch.layout == data::Layout::kNHWC
-            ? torch::from_blob(batch.data(), {n, batch.height, batch.width, batch.channels},
-                               torch::kFloat32)
-                  .permute({0, 3, 1, 2})  // NCHW sizes, channels_last strides
-            : torch::from_blob(batch.data(), {n, batch.channels, batch.height, batch.width},
-                               torch::kFloat32);
-    // The labels vector is not modified while the tensor lives; from_blob wants non-const.
-    at::Tensor labels =
-        torch::from_blob(const_cast<int64_t*>(batch.labels.data()), {n}, torch::kInt64);
-    if (!device_.is_cpu()) {
-      images = images.to(device_, /*non_blocking=*/true);
-      labels = labels.to(device_, /*non_blocking=*/true);
-    }
-    return {images, labels};
   }
 
   Position position() const {
-    const auto loader = train_loader_->state();
+    const auto loader = input_->state();
     return {step_, loader.epoch, loader.consumed};
   }
 
@@ -328,12 +326,12 @@ class Trainer {
 
   void train_epoch(int64_t epoch, int64_t consumed) {
     model_->train();
-    train_loader_->start_epoch(epoch, consumed);
+    input_->start_epoch(epoch, consumed);
     namespace F = torch::nn::functional;
     const auto ce = F::CrossEntropyFuncOptions().label_smoothing(spec_.train.label_smoothing);
     auto last_step_end = Clock::now();
     while (step_ < total_steps_) {
-      auto batch = train_loader_->next();
+      auto batch = input_->next();
       if (!batch) break;
       const double lr = schedule_->lr_at(step_);
       set_lr(*optimizer_, lr);
@@ -342,61 +340,127 @@ class Trainer {
         for (const int64_t sample : batch->samples) *trace_ << ' ' << sample;
         *trace_ << '\n' << std::flush;
       }
-      auto [images, labels] = to_device(*batch);
       optimizer_->zero_grad();
       grad_sync_->prepare();
       at::Tensor loss;
       {
         AutocastGuard autocast(device_.type(), spec_.train.precision);
-        loss = F::cross_entropy(model_->forward(images), labels, ce);
+        loss = F::cross_entropy(model_->forward(batch->images), batch->labels, ce);
       }
       (scaler_ ? scaler_->scale(loss) : loss).backward();
       grad_sync_->finish();
       // One small all-reduce per step settles everything the ranks must decide alike: the fp16
       // inf/NaN verdict, a stop signal on any rank, rank 0's clock-based checkpoint decisions
       // and the state of a background save.
-      float slots[Agreement::kSize] = {};
-      at::Tensor found_inf;
-      if (scaler_) {
-        found_inf = scaler_->unscale(trainable_);
-        slots[Agreement::kFoundInf] = found_inf.item<float>();
-      }
-      slots[Agreement::kStop] = preempt::pending_stop_signal() != 0 ? 1 : 0;
-      checkpointer_->contribute(slots, step_seconds_);
-      at::Tensor agreement = torch::from_blob(slots, {Agreement::kSize}, torch::kFloat32).clone();
-      if (!device_.is_cpu()) agreement = agreement.to(device_);
-      comm_.all_reduce(agreement);
-      agreement = agreement.cpu();
-      const float* agreed = agreement.data_ptr<float>();
-      const bool skip = agreed[Agreement::kFoundInf] > 0;
-      if (scaler_) scaler_->update(found_inf.fill_(skip ? 1.0f : 0.0f));
-      if (!skip) {
-        if (spec_.train.grad_clip_norm) {
-          torch::nn::utils::clip_grad_norm_(trainable_, *spec_.train.grad_clip_norm);
-        }
-        optimizer_->step();
-      }
+      const Agreed agreed = deferred_ ? agree_on_device() : agree_on_host();
       window_loss_ += loss.detach().to(at::kDouble);
       ++window_steps_;
       ++step_;
-      checkpointer_->settle(agreed);
-      if (agreed[Agreement::kStop] > 0 || agreed[Agreement::kDeadline] > 0) {
+      // The device path's first step has nothing to act on yet.
+      const float* slots = agreed.slots ? agreed.slots : kNothingAgreed;
+      checkpointer_->settle(slots, agreed.gathered_at);
+      if (slots[Agreement::kStop] > 0 || slots[Agreement::kDeadline] > 0) {
         stop_ = true;
         stop_reason_ =
-            agreed[Agreement::kStop] > 0 ? stop_signal_text() : "the job's time limit is near";
+            slots[Agreement::kStop] > 0 ? stop_signal_text() : "the job's time limit is near";
       }
       if (step_ == first_step_ + 1) log_started(epoch);
       if (step_ % spec_.train.log_every_steps == 0 || step_ == total_steps_ || stop_) {
         log_train(epoch, lr);
       }
-      if (stop_ || (step_ < total_steps_ && checkpointer_->due(step_, agreed))) {
-        checkpointer_->save(*state_, position(), /*finished=*/false, /*allow_async=*/!stop_);
+      if (stop_ || (step_ < total_steps_ && checkpointer_->due(step_, slots, agreed.gathered_at))) {
+        save(/*finished=*/false, /*allow_async=*/!stop_);
       }
       const auto now = Clock::now();
       step_seconds_ = std::chrono::duration<double>(now - last_step_end).count();
       last_step_end = now;
       if (stop_) return;
     }
+  }
+
+  // An agreement the ranks reached, as this step may act on it.
+  struct Agreed {
+    const float* slots = nullptr;  // Agreement::kSize values; null: none to act on this step
+    int64_t gathered_at = 0;       // the step counter when the ranks contributed
+  };
+  static constexpr float kNothingAgreed[Agreement::kSize] = {};
+
+  // This rank's contributions to the step's agreement (the fp16 verdict aside).
+  void contribute(float* slots) {
+    slots[Agreement::kStop] = preempt::pending_stop_signal() != 0 ? 1 : 0;
+    checkpointer_->contribute(slots, step_seconds_);
+  }
+
+  // The CPU path: the agreement is all-reduced and read at once, and the step taken (or, fp16,
+  // skipped) on the host's verdict.
+  Agreed agree_on_host() {
+    float slots[Agreement::kSize] = {};
+    at::Tensor found_inf;
+    if (scaler_) {
+      found_inf = scaler_->unscale(trainable_);
+      slots[Agreement::kFoundInf] = found_inf.item<float>();
+    }
+    contribute(slots);
+    at::Tensor agreement = torch::from_blob(slots, {Agreement::kSize}, torch::kFloat32).clone();
+    comm_.all_reduce(agreement);
+    std::memcpy(host_agreed_, agreement.data_ptr<float>(), sizeof host_agreed_);
+    const bool skip = host_agreed_[Agreement::kFoundInf] > 0;
+    if (scaler_) scaler_->update(found_inf.fill_(skip ? 1.0f : 0.0f));
+    if (!skip) {
+      if (spec_.train.grad_clip_norm) {
+        torch::nn::utils::clip_grad_norm_(trainable_, *spec_.train.grad_clip_norm);
+      }
+      optimizer_->step();
+    }
+    return {host_agreed_, step_};
+  }
+
+  // The device path: nothing waits for the device. The fp16 verdict goes into the agreement on
+  // the device and the fused optimizer skips on it there; the agreed values come back to the
+  // host asynchronously and are acted on one step late (the previous step's agreement is
+  // returned; at the first step none).
+  Agreed agree_on_device() {
+    float slots[Agreement::kSize] = {};
+    contribute(slots);
+    const bool cuda = device_.is_cuda();
+    const auto host_options = at::TensorOptions().dtype(at::kFloat).pinned_memory(cuda);
+    at::Tensor staged = at::empty({Agreement::kSize}, host_options);
+    std::memcpy(staged.data_ptr<float>(), slots, sizeof slots);
+    // The host allocator keeps a pinned block until the copies queued from it are done.
+    at::Tensor agreement = staged.to(device_, /*non_blocking=*/true, /*copy=*/true);
+    at::Tensor found_inf;
+    if (scaler_) {
+      agreement.narrow(0, Agreement::kFoundInf, 1).copy_(scaler_->unscale(trainable_));
+    }
+    comm_.all_reduce(agreement);
+    if (scaler_) {
+      found_inf = agreement.narrow(0, Agreement::kFoundInf, 1).clamp_max(1);
+      scaler_->update(found_inf);
+    }
+    if (spec_.train.grad_clip_norm) {
+      clip_grad_norm_on_device(trainable_, *spec_.train.grad_clip_norm);
+    }
+    fused_->step(found_inf);
+
+    Pending next;
+    next.gathered_at = step_;
+    next.values = at::empty({Agreement::kSize}, host_options);
+    next.values.copy_(agreement, /*non_blocking=*/cuda);
+    if (cuda) {
+      next.copied = std::make_shared<c10::Event>(device_.type());
+      next.copied->record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
+    }
+    std::optional<Pending> previous = std::exchange(pending_, std::move(next));
+    if (!previous) return {};
+    if (previous->copied) previous->copied->synchronize();  // the copy queued a step ago
+    std::memcpy(host_agreed_, previous->values.data_ptr<float>(), sizeof host_agreed_);
+    return {host_agreed_, previous->gathered_at};
+  }
+
+  // Saves a checkpoint of the current position (the device path's step counts first).
+  void save(bool finished, bool allow_async) {
+    if (fused_) fused_->flush_state();
+    checkpointer_->save(*state_, position(), finished, allow_async);
   }
 
   static std::string stop_signal_text() {
@@ -511,8 +575,12 @@ class Trainer {
           AutocastGuard autocast(device, precision);
           return model_->forward(x);
         },
-        [&](const data::Batch& b) { return to_device(b); }, *val_loader_, val_source_->size(),
-        comm_);
+        [&](const data::Batch& b) {
+          DeviceBatch d =
+              to_device_batch(b, val_loader_->transform(), device_, spec_.train.channels_last);
+          return std::make_pair(d.images, d.labels);
+        },
+        *val_loader_, val_source_->size(), comm_);
     model_->train();
     if (comm_.rank() == 0) {
       const double wall_time = unix_time();
@@ -554,6 +622,18 @@ class Trainer {
   at::Device device_;
 
   std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  InputPath input_path_;
+  bool deferred_ = false;  // the device path's agreement and optimizer (agree_on_device)
+  std::unique_ptr<DeviceInput> input_;
+  std::unique_ptr<FusedStep> fused_;
+  // The device path: the agreement of the last step, on its way to the host.
+  struct Pending {
+    at::Tensor values;                   // Agreement::kSize floats on the host
+    std::shared_ptr<c10::Event> copied;  // CUDA: recorded after the copy
+    int64_t gathered_at = 0;
+  };
+  std::optional<Pending> pending_;
+  float host_agreed_[Agreement::kSize] = {};
   std::shared_ptr<const data::ImageSource> val_source_;
   std::shared_ptr<model::Classifier> model_;
   std::vector<at::Tensor> params_, trainable_;

@@ -35,6 +35,9 @@ struct TrainOptions {
   // record with it to metrics.jsonl after the process's first step, which is how the script
   // times a recovery. Empty: the record has no tag.
   std::string step_tag;
+  // Tests: the GPU's input path, one-step-late agreement and fused optimizer on the CPU
+  // (HPCTRAIN_GPU_PATH_ON_CPU=1 in the worker; train/device_input.hpp).
+  bool device_path_on_cpu = false;
 };
 
 struct TrainResult {

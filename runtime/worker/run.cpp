@@ -40,6 +40,8 @@ void describe(const dist::Launch& launch, const std::optional<spec::Spec>& spec,
   j["backend"] = backend;
   j["device"] = cuda ? describe_device(launch.world.local_rank, launch.env) : std::string("cpu");
   if (spec) j["spec_world_size"] = spec->job.world_size();
+  // A GPU job on a rank without a usable GPU: what training would refuse, and why.
+  if (spec && spec->job.gpus_per_node > 0 && !cuda) j["cuda_problem"] = cuda_diagnosis();
   std::cout << j.dump() << std::endl;
 }
 
@@ -87,16 +89,15 @@ int run(const Options& options) {
 
   const dist::Launch launch = dist::detect_launch();
   const dist::WorldInfo& world = launch.world;
-#ifdef HPCTRAIN_WITH_NCCL
-  const bool cuda = cuda_available();
-#else
-  const bool cuda = false;  // a CPU build: Gloo even where libtorch could see a GPU
-#endif
+  // The spec decides: a GPU job runs on GPUs or not at all, a CPU job on the CPU (Gloo) even where
+  // a GPU is visible. Without a spec (--selftest, --describe-env) a usable GPU means NCCL.
+  const bool cuda = spec ? spec->job.gpus_per_node > 0 && cuda_available() : cuda_available();
   const std::string backend = cuda ? "nccl" : "gloo";
   if (options.describe_env) {
     describe(launch, spec, backend, cuda);
     return kExitOk;
   }
+  if (spec) require_cuda(static_cast<int>(spec->job.gpus_per_node), world, launch.env);
   if (spec && world.source != dist::EnvSource::kSingle) check_world_size(*spec, world);
 
   dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
@@ -127,6 +128,9 @@ int run(const Options& options) {
   train_options.job_end_time = world.job_end_time;
   if (const char* trace = std::getenv("HPCTRAIN_TRACE_SAMPLES"); trace && *trace) {
     train_options.trace_samples = trace;
+  }
+  if (const char* on_cpu = std::getenv("HPCTRAIN_GPU_PATH_ON_CPU")) {
+    train_options.device_path_on_cpu = std::string(on_cpu) == "1";
   }
   if (const char* tag = std::getenv("HPCTRAIN_STEP_TAG"); tag && *tag) {
     train_options.step_tag = tag;

@@ -6,6 +6,7 @@
 #  2. 4 ranks stopped at a random step, resumed on 2 ranks: finishes, and over both attempts
 #     every sample of the interrupted epoch was read once: no sample twice, none skipped.
 #  3. A finished run restarted exits 0 at once without training.
+# With HPCTRAIN_GPU_PATH_ON_CPU=1 all of it runs on the GPU's path (train/device_input.hpp).
 #   exact_resume.sh WORKER
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/resume_lib.sh" "$1"
@@ -15,6 +16,10 @@ spec straight
 launch straight 2 "$work/straight.log"
 finish; [[ $statuses == "0 0" ]] || fail "uninterrupted run"
 want=$(fingerprint "$work/straight.log")
+if [[ ${HPCTRAIN_GPU_PATH_ON_CPU:-} == 1 ]]; then
+  grep -q "the device path (uint8 input" "$work/straight.log.rank0" \
+    || fail "HPCTRAIN_GPU_PATH_ON_CPU=1 but the run did not take the device path"
+fi
 [[ -n $want ]] || fail "no fingerprint"
 
 spec stopped

@@ -11,7 +11,9 @@
 #include "data/source.hpp"
 #include "dist/process_group.hpp"
 #include "spec/spec.hpp"
+#include "train/device_input.hpp"
 #include "train/evaluate.hpp"
+#include "train/fused_step.hpp"
 #include "train/grad_scaler.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
@@ -182,6 +184,152 @@ TEST(Evaluate, CountsEverySampleOnceWithTopOneAndTopFive) {
   const double e = std::exp(1.0);
   const double even = -std::log(e / (e + 9)), odd = -std::log(e / (e * e + e + 8));
   EXPECT_NEAR(r.loss, (even + odd) / 2, 1e-6);  // float32 logits
+}
+
+// The device path's fused kernels against the per-parameter optimizers of the CPU path, from the
+// same start, over several steps with a changing learning rate; a step with found_inf = 1 changes
+// neither the parameters nor the state (AdamW's step count included).
+void expect_fused_matches(spec::Optimizer name, bool nesterov) {
+  spec::Spec s;
+  s.train.optimizer.name = name;
+  s.train.optimizer.momentum = 0.9;
+  s.train.optimizer.nesterov = nesterov;
+  s.train.optimizer.weight_decay = 0.05;
+  s.train.optimizer.decay_bn_bias = false;  // two groups
+  s.train.optimizer.betas = {0.9, 0.999};
+  s.train.optimizer.eps = 1e-8;
+  torch::manual_seed(7);
+  const at::Tensor w0 = torch::randn({4, 3, 2, 2}), b0 = torch::randn({4});
+  auto make = [&](at::Tensor& w, at::Tensor& b) {
+    w = w0.clone().contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+    b = b0.clone().requires_grad_();
+    return make_optimizer(s, {{"w", w}, {"b", b}}, /*lr=*/0.1);
+  };
+  at::Tensor rw, rb, fw, fb;
+  auto reference = make(rw, rb);
+  auto fused_opt = make(fw, fb);
+  FusedStep fused(*fused_opt);
+  const at::Tensor clean = torch::zeros({1}), skip = torch::ones({1});
+  for (int step = 0; step < 5; ++step) {
+    const at::Tensor gw = torch::randn({4, 3, 2, 2}), gb = torch::randn({4});
+    const double lr = 0.1 / (step + 1);
+    set_lr(*reference, lr);
+    set_lr(*fused_opt, lr);
+    rw.mutable_grad() = gw.clone();
+    rb.mutable_grad() = gb.clone();
+    fw.mutable_grad() = gw.clone().contiguous(at::MemoryFormat::ChannelsLast);
+    fb.mutable_grad() = gb.clone();
+    if (step == 2) {  // skipped: nothing moves
+      const at::Tensor w_before = fw.detach().clone();
+      fused.step(skip);
+      EXPECT_TRUE(torch::equal(fw, w_before)) << "a skipped step changed the weights";
+      continue;
+    }
+    reference->step();
+    fused.step(step % 2 ? clean : at::Tensor());
+    EXPECT_TRUE(torch::allclose(fw, rw, /*rtol=*/1e-5, /*atol=*/1e-6)) << "step " << step;
+    EXPECT_TRUE(torch::allclose(fb, rb, 1e-5, 1e-6)) << "step " << step;
+  }
+  fused.flush_state();
+  const auto want = optimizer_state(*reference, {{"w", rw}, {"b", rb}});
+  const auto got = optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first);
+    EXPECT_TRUE(
+        torch::allclose(got[i].second.to(at::kDouble), want[i].second.to(at::kDouble), 1e-5, 1e-6))
+        << want[i].first << ": " << got[i].second << " vs " << want[i].second;
+  }
+  // A checkpoint's state put back: the device step counts follow it.
+  load_optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}}, want);
+  fused.reload_state();
+  fused.flush_state();
+  const auto reloaded = optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}});
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(torch::equal(reloaded[i].second, want[i].second)) << want[i].first;
+  }
+}
+
+TEST(FusedStep, SgdMatchesThePerParameterOptimizerAndSkipsOnInf) {
+  expect_fused_matches(spec::Optimizer::kSgd, /*nesterov=*/false);
+  expect_fused_matches(spec::Optimizer::kSgd, /*nesterov=*/true);
+}
+
+TEST(FusedStep, AdamWMatchesThePerParameterOptimizerAndSkipsOnInf) {
+  expect_fused_matches(spec::Optimizer::kAdamW, /*nesterov=*/false);
+}
+
+TEST(FusedStep, ClipOnDeviceMatchesClipGradNorm) {
+  torch::manual_seed(3);
+  auto a = torch::randn({5, 5}).requires_grad_(), b = torch::randn({7}).requires_grad_();
+  a.mutable_grad() = torch::randn({5, 5}) * 10;
+  b.mutable_grad() = torch::randn({7}) * 10;
+  const at::Tensor ga = a.grad().clone(), gb = b.grad().clone();
+  clip_grad_norm_on_device({a, b}, 1.0);
+  auto ra = ga.clone().requires_grad_(), rb = gb.clone().requires_grad_();
+  ra.mutable_grad() = ga.clone();
+  rb.mutable_grad() = gb.clone();
+  torch::nn::utils::clip_grad_norm_(std::vector<at::Tensor>{ra, rb}, 1.0);
+  EXPECT_TRUE(torch::allclose(a.grad(), ra.grad(), 1e-5, 1e-7));
+  EXPECT_TRUE(torch::allclose(b.grad(), rb.grad(), 1e-5, 1e-7));
+  // Below the limit nothing changes.
+  const at::Tensor before = a.grad().clone();
+  clip_grad_norm_on_device({a, b}, 1e9);
+  EXPECT_TRUE(torch::equal(a.grad(), before));
+}
+
+// The device path's input: uint8 NHWC batches normalised on the device give what the CPU path's
+// float batches hold (the same samples, the same positions); crop-and-flip augmentation keeps
+// whole pixels, so the values agree to float rounding.
+TEST(DeviceInput, Uint8BatchesNormalisedOnTheDeviceMatchTheFloatPath) {
+  auto source = data::ImageSource::synthetic(/*num_samples=*/24, /*side=*/12, /*channels=*/3,
+                                             /*num_classes=*/5, /*seed=*/11);
+  data::LoaderConfig base;
+  base.batch_size = 5;
+  base.prefetch_batches = 2;
+  base.workers = 2;
+  base.seed = 4;
+  base.transform.mean = {0.4f, 0.5f, 0.6f};
+  base.transform.std = {0.2f, 0.25f, 0.3f};
+  base.transform.image_size = 8;
+  base.transform.crop_padding = 2;
+  base.transform.augment = data::Augment::kCropFlip;
+  for (const bool channels_last : {false, true}) {
+    data::LoaderConfig host_config = base, device_config = base;
+    host_config.transform.layout = channels_last ? data::Layout::kNHWC : data::Layout::kNCHW;
+    const InputPath host_path = choose_input_path(at::kCPU, /*device_path_on_cpu=*/false);
+    const InputPath device_path = choose_input_path(at::kCPU, /*device_path_on_cpu=*/true);
+    EXPECT_FALSE(host_path.device);
+    EXPECT_TRUE(device_path.device && device_path.prefetch && !device_path.pinned);
+    configure_loader(device_config, device_path);
+    EXPECT_EQ(device_config.transform.output, data::OutputType::kUint8);
+    data::Loader host_loader(source, host_config), device_loader(source, device_config);
+    DeviceInput host(host_loader, at::kCPU, channels_last, host_path);
+    DeviceInput device(device_loader, at::kCPU, channels_last, device_path);
+    // From the middle of epoch 1, as after a resume.
+    host.start_epoch(1, 5);
+    device.start_epoch(1, 5);
+    int batches = 0;
+    while (true) {
+      auto h = host.next();
+      auto d = device.next();
+      ASSERT_EQ(h.has_value(), d.has_value());
+      if (!h) break;
+      ++batches;
+      EXPECT_EQ(h->samples, d->samples);
+      EXPECT_TRUE(torch::equal(h->labels, d->labels));
+      EXPECT_EQ(d->images.scalar_type(), at::kFloat);
+      EXPECT_EQ(d->images.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
+      EXPECT_TRUE(torch::allclose(h->images, d->images, /*rtol=*/0, /*atol=*/1e-5))
+          << "batch " << batches << " max diff "
+          << (h->images - d->images).abs().max().item<float>();
+      // The position recorded in a checkpoint: after the batch handed out, not the one fetched
+      // ahead.
+      EXPECT_EQ(device.state().consumed, host.state().consumed);
+      EXPECT_EQ(device.state().epoch, host.state().epoch);
+    }
+    EXPECT_EQ(batches, 4);  // 19 samples left: 3 full batches and a short one
+  }
 }
 
 }  // namespace

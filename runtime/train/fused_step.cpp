@@ -1,0 +1,124 @@
+#include "train/fused_step.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+
+#include "common/error.hpp"
+
+namespace hpctrain::train {
+
+FusedStep::FusedStep(torch::optim::Optimizer& optimizer) : optimizer_(optimizer) {
+  adamw_ = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
+  if (!adamw_ && dynamic_cast<torch::optim::SGD*>(&optimizer) == nullptr) {
+    HPCTRAIN_THROW(rt::Error, "the fused optimizer step knows SGD and AdamW only");
+  }
+  reload_state();
+}
+
+at::Tensor& FusedStep::step_tensor(const at::Tensor& param) {
+  void* key = param.unsafeGetTensorImpl();
+  for (auto& [k, t] : steps_) {
+    if (k == key) return t;
+  }
+  steps_.emplace_back(key, at::zeros({}, param.options().dtype(at::kFloat)));
+  return steps_.back().second;
+}
+
+void FusedStep::reload_state() {
+  steps_.clear();
+  if (!adamw_) return;
+  for (auto& group : optimizer_.param_groups()) {
+    for (auto& p : group.params()) {
+      auto it = optimizer_.state().find(p.unsafeGetTensorImpl());
+      if (it == optimizer_.state().end()) continue;
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      step_tensor(p).fill_(static_cast<double>(s.step()));
+    }
+  }
+}
+
+void FusedStep::flush_state() {
+  if (!adamw_) return;
+  for (auto& group : optimizer_.param_groups()) {
+    for (auto& p : group.params()) {
+      auto it = optimizer_.state().find(p.unsafeGetTensorImpl());
+      if (it == optimizer_.state().end()) continue;
+      auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      s.step(static_cast<int64_t>(std::llround(step_tensor(p).item<double>())));
+    }
+  }
+}
+
+void FusedStep::step(const at::Tensor& found_inf) {
+  at::NoGradGuard no_grad;
+  const std::optional<at::Tensor> inf =
+      found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
+  for (auto& group : optimizer_.param_groups()) {
+    std::vector<at::Tensor> params, grads, bufs, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      params.push_back(p);
+      grads.push_back(p.grad());
+      auto& state = optimizer_.state();
+      auto it = state.find(p.unsafeGetTensorImpl());
+      if (adamw_) {
+        if (it == state.end()) {
+          auto s = std::make_unique<torch::optim::AdamWParamState>();
+          s->step(0);
+          s->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          s->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+          it = state.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
+        }
+        auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+        exp_avgs.push_back(s.exp_avg());
+        exp_avg_sqs.push_back(s.exp_avg_sq());
+        steps.push_back(step_tensor(p));
+      } else if (static_cast<const torch::optim::SGDOptions&>(group.options()).momentum() != 0) {
+        if (it == state.end()) {
+          auto s = std::make_unique<torch::optim::SGDParamState>();
+          s->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
+          it = state.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
+        }
+        bufs.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+      }
+    }
+    if (params.empty()) continue;
+    if (adamw_) {
+      const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+      // As torch.optim's fused path: the counts advance before the kernel, which reads them,
+      // and go back where the step was skipped.
+      at::_foreach_add_(steps, 1);
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(),
+                        std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(),
+                        /*amsgrad=*/false, /*maximize=*/false,
+                        /*grad_scale=*/std::nullopt, inf);
+      if (inf) {
+        const std::vector<at::Tensor> skipped(steps.size(), inf->reshape({}));
+        at::_foreach_sub_(steps, skipped);
+      }
+    } else {
+      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+      at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
+                      o.nesterov(), /*maximize=*/false, /*is_first_step=*/false,
+                      /*grad_scale=*/std::nullopt, inf);
+    }
+  }
+}
+
+void clip_grad_norm_on_device(const std::vector<at::Tensor>& params, double max_norm) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return;
+  const std::vector<at::Tensor> norms = at::_foreach_norm(grads, 2);
+  const at::Tensor total = at::stack(norms).norm(2);
+  const at::Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  at::_foreach_mul_(grads, coef);
+}
+
+}  // namespace hpctrain::train

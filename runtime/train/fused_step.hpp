@@ -1,0 +1,48 @@
+// The optimizer step of the device path (train/device_input.hpp): one fused kernel per parameter
+// group (at::_fused_sgd_, at::_fused_adamw_, as torch.optim's fused=True), which takes the fp16
+// inf/NaN verdict as a tensor and skips the update on the device, so deciding to skip needs no
+// read on the host. The state lives in the torch::optim::Optimizer as always (SGDParamState,
+// AdamWParamState), so checkpoints (train/optimizer.hpp) see no difference, except AdamW's step
+// counts, which the kernel keeps in float tensors on the device: flush_state() writes them into
+// the optimizer's state (before a checkpoint is captured), reload_state() reads them back (after
+// one is restored).
+//
+// The update rules are torch.optim's: SGD with momentum, dampening 0, Nesterov and weight decay;
+// AdamW. SGD's momentum buffer starts at zero instead of a copy of the first gradient, which
+// gives the same buffer after the first step (0 * momentum + gradient); a skipped first step
+// leaves a zero buffer where torch.optim would have none, with the same effect.
+// Thread safety: the training thread only.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <vector>
+
+namespace hpctrain::train {
+
+class FusedStep {
+ public:
+  // `optimizer`: an SGD or AdamW from make_optimizer(); throws rt::Error for another.
+  explicit FusedStep(torch::optim::Optimizer& optimizer);
+
+  // One step over the parameters with a gradient. found_inf: undefined, or a one-element float32
+  // tensor on the parameters' device holding 0 (step) or 1 (skip: parameters and state stay).
+  void step(const at::Tensor& found_inf);
+
+  void flush_state();
+  void reload_state();
+
+ private:
+  torch::optim::Optimizer& optimizer_;
+  bool adamw_ = false;
+  // AdamW: the step count of each parameter (by TensorImpl, as the optimizer's state is keyed).
+  std::vector<std::pair<void*, at::Tensor>> steps_;
+  at::Tensor& step_tensor(const at::Tensor& param);
+};
+
+// Scales the gradients so their global 2-norm is at most max_norm, as
+// torch.nn.utils.clip_grad_norm_ does, without reading the norm on the host.
+void clip_grad_norm_on_device(const std::vector<at::Tensor>& params, double max_norm);
+
+}  // namespace hpctrain::train
