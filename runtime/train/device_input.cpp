@@ -43,20 +43,25 @@ data::BufferAllocator cuda_host_allocator() {
           }};
 }
 
-// uint8 N x H x W x C (any device) -> float32 N x C x H x W normalised per channel, as the
-// loader's float output is: v * scale + bias, rounded after the product and after the sum.
-at::Tensor normalise(const at::Tensor& nhwc, const data::Transform& transform, bool channels_last) {
+// The per-channel (scale, bias) of `transform` as 1 x C x 1 x 1 tensors on `device`. Made once
+// per loader: a copy from pageable memory to a GPU waits for the device.
+std::pair<at::Tensor, at::Tensor> normalisation(const data::Transform& transform,
+                                                const at::Device& device) {
   const auto c = static_cast<int64_t>(transform.normalise_scale().size());
   const auto on = at::TensorOptions().dtype(at::kFloat);
-  const at::Tensor scale =
-      at::from_blob(const_cast<float*>(transform.normalise_scale().data()), {1, c, 1, 1}, on)
-          .to(nhwc.device());
-  const at::Tensor bias =
-      at::from_blob(const_cast<float*>(transform.normalise_bias().data()), {1, c, 1, 1}, on)
-          .to(nhwc.device());
+  auto to_device = [&](const std::vector<float>& v) {
+    return at::from_blob(const_cast<float*>(v.data()), {1, c, 1, 1}, on).to(device);
+  };
+  return {to_device(transform.normalise_scale()), to_device(transform.normalise_bias())};
+}
+
+// uint8 N x H x W x C (any device) -> float32 N x C x H x W normalised per channel, as the
+// loader's float output is: v * scale + bias, rounded after the product and after the sum.
+at::Tensor normalise(const at::Tensor& nhwc, const std::pair<at::Tensor, at::Tensor>& scale_bias,
+                     bool channels_last) {
   // NCHW sizes over the NHWC bytes: channels_last strides, which the conversion keeps.
   at::Tensor x = nhwc.permute({0, 3, 1, 2}).to(at::kFloat);
-  x.mul_(scale).add_(bias);
+  x.mul_(scale_bias.first).add_(scale_bias.second);
   return channels_last ? x : x.contiguous();
 }
 
@@ -108,7 +113,8 @@ DeviceBatch to_device_batch(const data::Batch& batch, const data::Transform& tra
   at::Tensor images = host_images(batch);
   at::Tensor labels = host_labels(batch);
   if (batch.output == data::OutputType::kUint8) {
-    out.images = normalise(images.to(device), transform, channels_last);
+    out.images =
+        normalise(images.to(device), normalisation(transform, device), channels_last);
     out.labels = labels.to(device);  // a copy: the batch may go
   } else {
     out.images = device.is_cpu() ? images : images.to(device);
@@ -143,6 +149,7 @@ struct DeviceInput::CudaState {};
 DeviceInput::DeviceInput(data::Loader& loader, const at::Device& device, bool channels_last,
                          InputPath path)
     : loader_(loader), device_(device), channels_last_(channels_last), path_(path) {
+  if (path_.device) scale_bias_ = normalisation(loader_.transform(), device_);
   if (device_.is_cuda()) {
 #ifdef HPCTRAIN_WITH_NCCL
     cuda_ = std::make_unique<CudaState>(device_.index());
@@ -200,7 +207,7 @@ DeviceBatch DeviceInput::finish(Staged& s) {
     // the memory out again before the current stream is done with it.
     c10::cuda::CUDACachingAllocator::recordStream(s.images.storage().data_ptr(), current);
     c10::cuda::CUDACachingAllocator::recordStream(s.labels.storage().data_ptr(), current);
-    out.images = normalise(s.images, loader_.transform(), channels_last_);
+    out.images = normalise(s.images, scale_bias_, channels_last_);
     out.labels = s.labels;
     cuda_->copying.emplace_back(std::move(s.host), std::move(copied));
     return out;

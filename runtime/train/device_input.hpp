@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "data/loader.hpp"
@@ -80,6 +81,7 @@ class DeviceInput {
   bool channels_last_;
   InputPath path_;
   data::LoaderState state_;
+  std::pair<at::Tensor, at::Tensor> scale_bias_;  // the device path's normalisation, on device_
   // The batch fetched ahead (prefetching): unset before the epoch's first next(), set to an empty
   // optional at the end of the epoch.
   std::optional<std::optional<Staged>> ahead_;

@@ -4,6 +4,9 @@
 
 #include <ATen/autocast_mode.h>
 #include <c10/core/Event.h>
+#ifdef HPCTRAIN_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -79,6 +82,31 @@ class AutocastGuard {
   bool enabled_;
   bool previous_enabled_ = false;
   at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+// CUDA's sync debug mode for a scope (torch.cuda.set_sync_debug_mode): 1 warns, 2 throws on
+// every operation that makes the host wait for the GPU. Nothing in CPU builds.
+class SyncDebugScope {
+ public:
+  explicit SyncDebugScope(int mode) {
+#ifdef HPCTRAIN_WITH_NCCL
+    previous_ = static_cast<int>(c10::cuda::warning_state().get_sync_debug_mode());
+    c10::cuda::warning_state().set_sync_debug_mode(static_cast<c10::cuda::SyncDebugMode>(mode));
+#else
+    (void)mode;
+#endif
+  }
+  ~SyncDebugScope() {
+#ifdef HPCTRAIN_WITH_NCCL
+    c10::cuda::warning_state().set_sync_debug_mode(
+        static_cast<c10::cuda::SyncDebugMode>(previous_));
+#endif
+  }
+  SyncDebugScope(const SyncDebugScope&) = delete;
+  SyncDebugScope& operator=(const SyncDebugScope&) = delete;
+
+ private:
+  int previous_ = 0;
 };
 
 // The source of [data] train or val: files, or synthetic images for train.
@@ -207,6 +235,7 @@ class Trainer {
     // late, fused optimizer kernels) on GPUs, or on the CPU when asked, to test it.
     input_path_ = choose_input_path(device_, options_.device_path_on_cpu);
     deferred_ = input_path_.device;
+    if (device_.is_cuda()) sync_debug_ = options_.cuda_sync_debug;
     auto train_config =
         data::loader_config_from_spec(spec_, /*train=*/true, comm_.rank(), comm_.size());
     configure_loader(train_config, input_path_);
@@ -258,7 +287,9 @@ class Trainer {
         schedule_config_from_spec(spec_, global_batch_, steps_per_epoch_, total_steps_));
     optimizer_ = make_optimizer(spec_, named_, schedule_->lr_at(0));
     if (spec_.train.precision == spec::Precision::kFp16) {
-      scaler_ = std::make_unique<GradScaler>(GradScalerConfig{}, device_);
+      GradScalerConfig scaling;
+      if (options_.fp16_init_scale) scaling.init_scale = *options_.fp16_init_scale;
+      scaler_ = std::make_unique<GradScaler>(scaling, device_);
     }
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
       metrics_ = std::make_unique<MetricsLog>(options_.run_dir / "metrics.jsonl");
@@ -331,6 +362,10 @@ class Trainer {
     const auto ce = F::CrossEntropyFuncOptions().label_smoothing(spec_.train.label_smoothing);
     auto last_step_end = Clock::now();
     while (step_ < total_steps_) {
+      // The step's work up to the agreement: on a GPU nothing in it waits for the device
+      // (HPCTRAIN_CUDA_SYNC_DEBUG checks that).
+      std::optional<SyncDebugScope> no_sync;
+      if (sync_debug_) no_sync.emplace(sync_debug_);
       auto batch = input_->next();
       if (!batch) break;
       const double lr = schedule_->lr_at(step_);
@@ -352,7 +387,13 @@ class Trainer {
       // One small all-reduce per step settles everything the ranks must decide alike: the fp16
       // inf/NaN verdict, a stop signal on any rank, rank 0's clock-based checkpoint decisions
       // and the state of a background save.
-      const Agreed agreed = deferred_ ? agree_on_device() : agree_on_host();
+      if (deferred_) {
+        agree_on_device();
+      } else {
+        agree_on_host();
+      }
+      no_sync.reset();
+      const Agreed agreed = deferred_ ? previous_agreement() : Agreed{host_agreed_, step_};
       window_loss_ += loss.detach().to(at::kDouble);
       ++window_steps_;
       ++step_;
@@ -391,9 +432,9 @@ class Trainer {
     checkpointer_->contribute(slots, step_seconds_);
   }
 
-  // The CPU path: the agreement is all-reduced and read at once, and the step taken (or, fp16,
-  // skipped) on the host's verdict.
-  Agreed agree_on_host() {
+  // The CPU path: the agreement is all-reduced and read at once (into host_agreed_), and the
+  // step taken (or, fp16, skipped) on the host's verdict.
+  void agree_on_host() {
     float slots[Agreement::kSize] = {};
     at::Tensor found_inf;
     if (scaler_) {
@@ -412,14 +453,12 @@ class Trainer {
       }
       optimizer_->step();
     }
-    return {host_agreed_, step_};
   }
 
   // The device path: nothing waits for the device. The fp16 verdict goes into the agreement on
   // the device and the fused optimizer skips on it there; the agreed values come back to the
-  // host asynchronously and are acted on one step late (the previous step's agreement is
-  // returned; at the first step none).
-  Agreed agree_on_device() {
+  // host asynchronously (pending_) and are acted on one step late (previous_agreement()).
+  void agree_on_device() {
     float slots[Agreement::kSize] = {};
     contribute(slots);
     const bool cuda = device_.is_cuda();
@@ -450,11 +489,17 @@ class Trainer {
       next.copied = std::make_shared<c10::Event>(device_.type());
       next.copied->record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
     }
-    std::optional<Pending> previous = std::exchange(pending_, std::move(next));
-    if (!previous) return {};
-    if (previous->copied) previous->copied->synchronize();  // the copy queued a step ago
-    std::memcpy(host_agreed_, previous->values.data_ptr<float>(), sizeof host_agreed_);
-    return {host_agreed_, previous->gathered_at};
+    previous_ = std::exchange(pending_, std::move(next));
+  }
+
+  // The agreement of the step before the one just queued; none after the first step.
+  Agreed previous_agreement() {
+    if (!previous_) return {};
+    if (previous_->copied) previous_->copied->synchronize();  // the copy queued a step ago
+    std::memcpy(host_agreed_, previous_->values.data_ptr<float>(), sizeof host_agreed_);
+    const Agreed out{host_agreed_, previous_->gathered_at};
+    previous_.reset();
+    return out;
   }
 
   // Saves a checkpoint of the current position (the device path's step counts first).
@@ -632,7 +677,8 @@ class Trainer {
     std::shared_ptr<c10::Event> copied;  // CUDA: recorded after the copy
     int64_t gathered_at = 0;
   };
-  std::optional<Pending> pending_;
+  std::optional<Pending> pending_, previous_;
+  int sync_debug_ = 0;  // HPCTRAIN_CUDA_SYNC_DEBUG: 1 warn, 2 error on a host sync in a step
   float host_agreed_[Agreement::kSize] = {};
   std::shared_ptr<const data::ImageSource> val_source_;
   std::shared_ptr<model::Classifier> model_;

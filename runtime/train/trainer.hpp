@@ -38,6 +38,13 @@ struct TrainOptions {
   // Tests: the GPU's input path, one-step-late agreement and fused optimizer on the CPU
   // (HPCTRAIN_GPU_PATH_ON_CPU=1 in the worker; train/device_input.hpp).
   bool device_path_on_cpu = false;
+  // Tests on GPUs: CUDA's sync debug mode over each step's work before the agreement is read,
+  // 1 warn or 2 error on anything that makes the host wait for the GPU (HPCTRAIN_CUDA_SYNC_DEBUG
+  // = warn | error). 0: off.
+  int cuda_sync_debug = 0;
+  // Tests: the fp16 loss scale to start from (HPCTRAIN_FP16_INIT_SCALE; torch.amp's 65536 when
+  // unset). A huge one forces overflowing, skipped steps.
+  std::optional<double> fp16_init_scale;
 };
 
 struct TrainResult {

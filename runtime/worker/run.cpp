@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -131,6 +132,23 @@ int run(const Options& options) {
   }
   if (const char* on_cpu = std::getenv("HPCTRAIN_GPU_PATH_ON_CPU")) {
     train_options.device_path_on_cpu = std::string(on_cpu) == "1";
+  }
+  if (const char* mode = std::getenv("HPCTRAIN_CUDA_SYNC_DEBUG"); mode && *mode) {
+    const std::string m = mode;
+    if (m != "warn" && m != "error" && m != "off") {
+      HPCTRAIN_THROW(rt::EnvError,
+                     "HPCTRAIN_CUDA_SYNC_DEBUG must be warn, error or off, not '" + m + "'");
+    }
+    train_options.cuda_sync_debug = m == "warn" ? 1 : m == "error" ? 2 : 0;
+  }
+  if (const char* scale = std::getenv("HPCTRAIN_FP16_INIT_SCALE"); scale && *scale) {
+    char* end = nullptr;
+    const double v = std::strtod(scale, &end);
+    if (*end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_FP16_INIT_SCALE='" + std::string(scale) +
+                                       "' is not a positive number");
+    }
+    train_options.fp16_init_scale = v;
   }
   if (const char* tag = std::getenv("HPCTRAIN_STEP_TAG"); tag && *tag) {
     train_options.step_tag = tag;
