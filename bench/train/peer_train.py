@@ -3,6 +3,10 @@
 
   synthetic  one process, random images of the given size generated once (as data.synthetic),
              the same model, batch, precision, channels_last and thread count; prints images/s.
+  gpu        one process on one GPU reading an HDF5 file the way a tuned PyTorch job does: a
+             DataLoader (--workers processes, pin_memory) hands uint8 HWC batches, copied with
+             non_blocking and normalised on the GPU (channels_last when asked), AMP (fp16 with a
+             GradScaler, or bf16); prints images/s after --warmup steps and the peak GPU memory.
   ddp        one process per rank under torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
              MASTER_PORT) or srun's (SLURM_PROCID, SLURM_NTASKS, MASTER_ADDR, MASTER_PORT):
              DistributedDataParallel (gloo) over a DataLoader that reads the HDF5 files with
@@ -90,8 +94,90 @@ def synthetic(args):
     seconds = time.perf_counter() - t0
     print(f"side=pytorch mode=synthetic arch={args.arch} batch={b} precision={args.precision} "
           f"threads={torch.get_num_threads()} steps={args.steps} "
-          f"images_per_s={args.steps * b / seconds:.1f} peak_rss_mib={peak_rss_mib():.0f}",
-          flush=True)
+          f"images_per_s={args.steps * b / seconds:.1f} peak_rss_mib={peak_rss_mib():.0f}"
+          f"{gpu_peak(device)}", flush=True)
+
+
+def gpu_peak(device):
+    if device.type != "cuda":
+        return ""
+    return f" gpu_peak_allocated_mib={torch.cuda.max_memory_allocated(device) / 2**20:.0f}"
+
+
+class H5Uint8(torch.utils.data.Dataset):
+    """Samples as stored: uint8 H x W x C and the label (normalisation happens on the GPU)."""
+
+    def __init__(self, path):
+        import h5py
+        self.path = path
+        with h5py.File(path, "r") as f:
+            self.n = len(f["labels"])
+            self.mean = np.asarray(f.attrs["mean"], dtype=np.float32)
+            self.std = np.asarray(f.attrs["std"], dtype=np.float32)
+        self.f = None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.f is None:  # h5py handles must not cross fork(): one per worker
+            import h5py
+            self.f = h5py.File(self.path, "r")
+        return torch.from_numpy(self.f["images"][i]), int(self.f["labels"][i])
+
+
+def gpu(args):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda" if args.device == "cpu" else args.device)
+    if os.environ.get("PEER_GPU_MODE_ON_CPU") == "1":  # a smoke test of this code without a GPU
+        device = torch.device("cpu")
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    data = H5Uint8(args.train)
+    c = len(data.mean)
+    mean = torch.tensor(data.mean * 255, device=device).view(1, c, 1, 1)
+    std = torch.tensor(data.std * 255, device=device).view(1, c, 1, 1)
+    loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=True,
+                                         num_workers=args.workers, pin_memory=cuda,
+                                         drop_last=True, persistent_workers=args.workers > 0,
+                                         prefetch_factor=4 if args.workers > 0 else None)
+    model = build(args.arch, num_classes=args.classes, in_channels=c, stem=args.stem).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+    scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
+    model.train()
+    done, t0 = 0, None
+    while done < args.warmup + args.steps:
+        for x, y in loader:
+            if done == args.warmup:
+                sync()
+                t0 = time.perf_counter()
+            if done == args.warmup + args.steps:
+                break
+            x = x.to(device, non_blocking=True).permute(0, 3, 1, 2).float()
+            x = x.sub_(mean).div_(std)
+            x = x.contiguous(memory_format=torch.channels_last if args.channels_last
+                             else torch.contiguous_format)
+            y = y.to(device, non_blocking=True)
+            opt.zero_grad(set_to_none=True)
+            with autocast(args.precision, device.type):
+                loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            done += 1
+    sync()
+    seconds = time.perf_counter() - t0
+    del loader  # the workers exit: their peak RSS becomes readable
+    print(f"side=pytorch mode=gpu arch={args.arch} batch={args.batch} precision={args.precision} "
+          f"threads={torch.get_num_threads()} workers={args.workers} steps={args.steps} "
+          f"images_per_s={args.steps * args.batch / seconds:.1f} peak_rss_mib={peak_rss_mib():.0f} "
+          f"loader_peak_rss_mib={children_peak_rss_mib():.0f}{gpu_peak(device)}", flush=True)
 
 
 class H5Images(torch.utils.data.Dataset):
@@ -205,7 +291,7 @@ def ddp(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["synthetic", "ddp"])
+    p.add_argument("mode", choices=["synthetic", "gpu", "ddp"])
     p.add_argument("--arch", default="resnet20")
     p.add_argument("--stem", default="cifar")
     p.add_argument("--classes", type=int, default=10)
@@ -230,7 +316,7 @@ def main():
     p.add_argument("--warmup-epochs", type=float, default=0.5)
     p.add_argument("--weight-decay", type=float, default=5e-4)
     args = p.parse_args()
-    synthetic(args) if args.mode == "synthetic" else ddp(args)
+    {"synthetic": synthetic, "gpu": gpu, "ddp": ddp}[args.mode](args)
 
 
 if __name__ == "__main__":
