@@ -113,8 +113,7 @@ DeviceBatch to_device_batch(const data::Batch& batch, const data::Transform& tra
   at::Tensor images = host_images(batch);
   at::Tensor labels = host_labels(batch);
   if (batch.output == data::OutputType::kUint8) {
-    out.images =
-        normalise(images.to(device), normalisation(transform, device), channels_last);
+    out.images = normalise(images.to(device), normalisation(transform, device), channels_last);
     out.labels = labels.to(device);  // a copy: the batch may go
   } else {
     out.images = device.is_cpu() ? images : images.to(device);
@@ -162,6 +161,13 @@ DeviceInput::DeviceInput(data::Loader& loader, const at::Device& device, bool ch
 DeviceInput::~DeviceInput() = default;
 
 void DeviceInput::start_epoch(int64_t epoch, int64_t consumed) {
+#ifdef HPCTRAIN_WITH_NCCL
+  // A batch fetched ahead and never handed out: its copy may still read the host buffer.
+  if (cuda_ && ahead_ && *ahead_) {
+    cuda_->copying.emplace_back(std::move((*ahead_)->host),
+                                std::static_pointer_cast<at::cuda::CUDAEvent>((*ahead_)->copied));
+  }
+#endif
   ahead_.reset();
   current_.reset();
   loader_.start_epoch(epoch, consumed);

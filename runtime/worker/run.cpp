@@ -1,8 +1,8 @@
 #include "worker/run.hpp"
 
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
