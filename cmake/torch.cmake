@@ -43,3 +43,104 @@ if(NOT HPCTRAIN_CUDA STREQUAL "OFF")
                         "and a CUDA-enabled libtorch (torch.version.cuda: '${HPCTRAIN_TORCH_CUDA}')")
   endif()
 endif()
+
+# NCCL. c10d's ProcessGroupNCCL.hpp includes <nccl.h>, and the worker runs with the libnccl the
+# torch wheel loads (its nvidia-nccl-* package, through libtorch_cuda.so's RPATH). Headers of
+# another NCCL (the CUDA toolkit's, a site module's, Debian's libnccl-dev) compile fine and then
+# disagree with that library on struct layouts, enums and feature macros, so the build takes the
+# wheel's headers, first on the include path (HPCTRAIN_NCCL_INCLUDE_DIR, put before everything
+# else on hpctrain_torch by runtime/CMakeLists.txt), and configure stops when the nccl.h it would
+# use is not the version torch reports (torch.cuda.nccl.version(), no GPU needed).
+set(HPCTRAIN_NCCL_VERSION "")
+set(HPCTRAIN_NCCL_INCLUDE_DIR "" CACHE PATH
+    "Directory of the nccl.h to build with (default: the torch wheel's nvidia-nccl package)")
+# Before this was an override, runtime/dist searched the CUDA toolkit with find_path and cached
+# what it found ("Path to a file."): that stale entry must not pass for a choice of the user's.
+get_property(_nccl_help CACHE HPCTRAIN_NCCL_INCLUDE_DIR PROPERTY HELPSTRING)
+if(_nccl_help STREQUAL "Path to a file.")
+  unset(HPCTRAIN_NCCL_INCLUDE_DIR CACHE)
+  set(HPCTRAIN_NCCL_INCLUDE_DIR "" CACHE PATH
+      "Directory of the nccl.h to build with (default: the torch wheel's nvidia-nccl package)")
+endif()
+if(HPCTRAIN_CUDA_ENABLED)
+  execute_process(
+    COMMAND "${HPCTRAIN_PYTHON}" -c [=[
+import importlib.metadata as md
+import torch
+print(".".join(str(x) for x in torch.cuda.nccl.version()[:3]))
+for dist in md.distributions():
+    if (dist.metadata["Name"] or "").lower().startswith("nvidia-nccl"):
+        for f in dist.files or []:
+            if f.name == "nccl.h" and f.parent.name == "include":
+                print(dist.metadata["Name"] + " " + dist.version)
+                print(dist.locate_file(f).parent)
+                raise SystemExit(0)
+]=]
+    OUTPUT_VARIABLE _nccl_out ERROR_VARIABLE _nccl_err RESULT_VARIABLE _nccl_rc
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _nccl_rc EQUAL 0)
+    message(FATAL_ERROR "${HPCTRAIN_PYTHON} cannot tell torch's NCCL version "
+                        "(torch.cuda.nccl.version(), a torch built without NCCL?): ${_nccl_err}")
+  endif()
+  string(REPLACE "\n" ";" _nccl_out "${_nccl_out}")
+  list(GET _nccl_out 0 _torch_nccl)
+  set(_wheel_nccl "")
+  set(_wheel_nccl_dir "")
+  list(LENGTH _nccl_out _n)
+  if(_n GREATER 2)
+    list(GET _nccl_out 1 _wheel_nccl)
+    list(GET _nccl_out 2 _wheel_nccl_dir)
+    file(REAL_PATH "${_wheel_nccl_dir}" _wheel_nccl_dir)
+  endif()
+
+  if(HPCTRAIN_NCCL_INCLUDE_DIR)
+    set(_nccl_dir "${HPCTRAIN_NCCL_INCLUDE_DIR}")
+    set(_nccl_from "HPCTRAIN_NCCL_INCLUDE_DIR")
+  elseif(_wheel_nccl_dir)
+    set(_nccl_dir "${_wheel_nccl_dir}")
+    set(_nccl_from "the wheel's ${_wheel_nccl}")
+  else()
+    # A torch without an nvidia-nccl package (a site build, NCCL linked in): the toolkit's header,
+    # accepted only at torch's version (below).
+    get_filename_component(_nvcc_dir "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+    find_path(_nccl_dir nccl.h NO_CACHE NO_DEFAULT_PATH
+              PATHS "${_nvcc_dir}/../include" "${_nvcc_dir}/../targets/x86_64-linux/include"
+                    /usr/local/cuda/include /usr/include)
+    set(_nccl_from "no nvidia-nccl package beside torch; found by searching the CUDA toolkit")
+  endif()
+  if(NOT _nccl_dir OR NOT EXISTS "${_nccl_dir}/nccl.h")
+    message(FATAL_ERROR "no nccl.h in '${_nccl_dir}' (${_nccl_from}); torch "
+                        "${HPCTRAIN_TORCH_VERSION} (${HPCTRAIN_PYTHON}) uses NCCL ${_torch_nccl}.\n"
+                        "HINT: set -DHPCTRAIN_NCCL_INCLUDE_DIR=DIR to the include directory of "
+                        "NCCL ${_torch_nccl}, or install the torch wheel's nvidia-nccl package")
+  endif()
+  file(REAL_PATH "${_nccl_dir}" _nccl_dir)
+  file(STRINGS "${_nccl_dir}/nccl.h" _nccl_defines REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+  set(_hdr_nccl "")
+  foreach(part MAJOR MINOR PATCH)
+    if(_nccl_defines MATCHES "#define NCCL_${part} +([0-9]+)")
+      list(APPEND _hdr_nccl "${CMAKE_MATCH_1}")
+    else()
+      list(APPEND _hdr_nccl "?")
+    endif()
+  endforeach()
+  list(JOIN _hdr_nccl "." _hdr_nccl)
+  if(NOT _hdr_nccl STREQUAL _torch_nccl)
+    if(_wheel_nccl_dir)
+      string(CONCAT _hint "leave HPCTRAIN_NCCL_INCLUDE_DIR empty to use the wheel's headers "
+                          "(${_wheel_nccl}: ${_wheel_nccl_dir})")
+    else()
+      string(CONCAT _hint "set -DHPCTRAIN_NCCL_INCLUDE_DIR=DIR to the include directory of NCCL "
+                          "${_torch_nccl}")
+    endif()
+    message(FATAL_ERROR
+      "NCCL version mismatch: ${_nccl_dir}/nccl.h is NCCL ${_hdr_nccl} (${_nccl_from}), but "
+      "torch ${HPCTRAIN_TORCH_VERSION} (${HPCTRAIN_PYTHON}, torch.cuda.nccl.version()) runs with "
+      "NCCL ${_torch_nccl}. c10d's ProcessGroupNCCL compiled against one and run with the other "
+      "is undefined behaviour.\nHINT: ${_hint}")
+  endif()
+  set(HPCTRAIN_NCCL_VERSION "${_hdr_nccl}")
+  # A normal variable over the cache entry: what the build uses (and what runtime/dist's
+  # find_path of the same name then takes without searching).
+  set(HPCTRAIN_NCCL_INCLUDE_DIR "${_nccl_dir}")
+endif()
