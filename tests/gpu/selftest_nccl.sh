@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # On a machine with a GPU and a CUDA build: hpctrain-worker --selftest passes with the NCCL backend
-# at world size 1. Skips (status 77) without a usable CUDA device.
+# at world size 1. Skips (status 77) where no GPU is present; FAILS where one is present but the
+# worker's backend is not NCCL (a CPU build, or CUDA unusable: tests/gpu/gpu_lib.sh).
 set -uo pipefail
 worker=$1
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_lib.sh" || exit 1
 describe=$("$worker" --describe-env 2>&1) || { echo "describe-env failed: $describe"; exit 1; }
 backend=$(jq -r .backend <<<"$describe")
-if [[ $backend != nccl ]]; then
-  echo "skipped: no CUDA device or a CPU build (backend $backend)"
-  exit 77
-fi
+[[ $backend == nccl ]] || gpu_require "the worker's backend is $backend, not nccl: $describe"
 out=$("$worker" --selftest --selftest-max-bytes $((256 << 20)) 2>&1)
 status=$?
 echo "$out"
