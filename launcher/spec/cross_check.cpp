@@ -147,7 +147,7 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                    std::to_string(j.gpus_per_node) + ": hpctrain runs one rank per GPU",
                "set tasks_per_node = gpus_per_node");
   }
-  if (j.gpus_per_node == 0 && s.train.precision == Precision::kFp16) {
+  if (j.gpus_per_node == 0 && s.train.precision == Precision::kFp16 && !options.allow_fp16_on_cpu) {
     sink.error(origin_of(m, "train.precision"), "train.precision",
                "fp16 with loss scaling is a GPU path and this is a CPU job (gpus_per_node = 0)",
                "use \"bf16\" or \"fp32\" on CPUs");

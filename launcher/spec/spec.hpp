@@ -157,6 +157,8 @@ struct LoadOptions {
   std::vector<std::filesystem::path> profile_dirs;  // searched in order for NAME.toml
   std::filesystem::path default_worker;             // used when job.worker is not set
   bool check_paths = true;  // data files and the worker must exist (submit time)
+  // Tests only (the worker's HPCTRAIN_FP16_ON_CPU): fp16 accepted in a CPU job.
+  bool allow_fp16_on_cpu = false;
 };
 
 struct Resolved {

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <ctime>
+#include <fstream>
 #include <future>
 #include <iomanip>
 #include <iostream>
@@ -188,6 +189,14 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
                                     "start over");
     }
     torch::NoGradGuard no_grad;
+    // Every piece of state this puts back, by name; tests leave some out (set_restore_ablation).
+    std::set<std::string> pieces;
+    const auto restoring = [&](const std::string& piece) {
+      pieces.insert(piece);
+      return ablate_skip_.count(piece) == 0;
+    };
+    std::set<std::string> parameter_names;
+    for (const auto& p : state.model.named_parameters()) parameter_names.insert(p.key());
     const model::StateDict weights = model::weights_from_bytes(
         loaded->files.at("model.pt"), "model.pt of step " + std::to_string(step));
     model::StateDict own = model::state_dict(state.model);
@@ -197,31 +206,47 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
         HPCTRAIN_THROW(rt::Error, "model.pt of step " + std::to_string(step) + " lacks " +
                                       item.key() + " or has another shape");
       }
-      item.value().copy_(*saved);
+      const bool parameter = parameter_names.count(item.key()) > 0;
+      if (restoring(parameter ? "model.parameters" : "model.buffers")) item.value().copy_(*saved);
     }
     const model::StateDict opt = model::weights_from_bytes(
         loaded->files.at("optimizer.pt"), "optimizer.pt of step " + std::to_string(step));
     std::vector<std::pair<std::string, at::Tensor>> entries;
-    for (const auto& item : opt) entries.emplace_back(item.key(), item.value());
+    for (const auto& item : opt) {
+      const std::string& name = item.key();  // "<parameter>.<kind>"
+      if (restoring("optimizer." + name.substr(name.rfind('.') + 1))) {
+        entries.emplace_back(name, item.value());
+      }
+    }
     load_optimizer_state(state.optimizer, state.params, entries);
     if (state.scaler && trainer["scaler"].is_object()) {
-      state.scaler->load_state({trainer["scaler"]["scale"].get<double>(),
-                                trainer["scaler"]["growth_tracker"].get<int64_t>()});
+      GradScalerState s = state.scaler->state();  // a fresh scaler's, where a test skips one
+      if (restoring("scaler.scale")) s.scale = trainer["scaler"]["scale"].get<double>();
+      if (restoring("scaler.growth_tracker")) {
+        s.growth_tracker = trainer["scaler"]["growth_tracker"].get<int64_t>();
+      }
+      state.scaler->load_state(s);
     }
     const auto rng_it = loaded->files.find(rng_file(comm_.rank()));
     if (rng_it != loaded->files.end()) {
       const model::StateDict rng =
           model::weights_from_bytes(rng_it->second, rng_file(comm_.rank()));
       for (auto& [name, gen] : generators(comm_.device())) {
-        if (const at::Tensor* s = rng.find(name)) {
+        if (const at::Tensor* s = rng.find(name); s && restoring("rng." + name)) {
           std::lock_guard<std::mutex> lock(gen.mutex());
           gen.set_state(*s);
         }
       }
     }
     Resumed r;
-    r.position = {trainer["step"].get<int64_t>(), trainer["epoch"].get<int64_t>(),
-                  trainer["consumed"].get<int64_t>()};
+    const auto position = [&](const char* key) {
+      return restoring(std::string("position.") + key) ? trainer[key].get<int64_t>() : 0;
+    };
+    r.position = {position("step"), position("epoch"), position("consumed")};
+    if (comm_.rank() == 0 && !ablate_pieces_file_.empty()) {
+      std::ofstream list(ablate_pieces_file_);
+      for (const auto& p : pieces) list << p << '\n';
+    }
     r.finished = trainer.value("finished", false);
     r.world_size = loaded->world_size;
     last_committed_ = step;

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "checkpoint/store.hpp"
@@ -111,6 +112,16 @@ class Checkpointer {
   // The newest step committed by this run (rank 0's view), or -1.
   int64_t last_committed() const { return last_committed_; }
 
+  // Tests (tests/integration/resume_ablation.sh): restore() names every piece of state it puts
+  // back ("model.parameters", "model.buffers", "optimizer.<kind>", "scaler.scale",
+  // "scaler.growth_tracker", "rng.<generator>", "position.step|epoch|consumed"), rank 0 writes
+  // the names to `pieces_file` (one per line), and leaves the pieces in `skip` as they were:
+  // the bug each test must catch, planted on purpose.
+  void set_restore_ablation(std::set<std::string> skip, std::filesystem::path pieces_file) {
+    ablate_skip_ = std::move(skip);
+    ablate_pieces_file_ = std::move(pieces_file);
+  }
+
  private:
   struct InFlight;
   // The state of one save, taken at the step boundary.
@@ -137,6 +148,8 @@ class Checkpointer {
   std::unique_ptr<InFlight> in_flight_;
   int64_t last_committed_ = -1;
   int64_t last_save_step_ = -1;  // the step of the newest save begun
+  std::set<std::string> ablate_skip_;
+  std::filesystem::path ablate_pieces_file_;
   double last_save_seconds_ = 0;
   std::chrono::steady_clock::time_point last_save_time_;
 };

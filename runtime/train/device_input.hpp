@@ -69,8 +69,8 @@ class DeviceInput {
   // A batch taken from the loader: its host buffer, and on CUDA its device copy in flight.
   struct Staged {
     data::Batch host;
-    data::LoaderState after;    // the loader's position once this batch is consumed
-    at::Tensor images, labels;  // device copies (CUDA), not yet normalised
+    data::LoaderState after;       // the loader's position once this batch is consumed
+    at::Tensor images, labels;     // device copies (CUDA), not yet normalised
     std::shared_ptr<void> copied;  // CUDA: the event recorded after the copies
   };
   std::optional<Staged> stage();  // takes the loader's next batch and starts its copy

@@ -219,7 +219,8 @@ class Trainer {
       at::globalContext().setAllowTF32CuDNN(spec_.train.tf32);
       at::globalContext().setBenchmarkCuDNN(true);
     }
-    if (spec_.train.precision == spec::Precision::kFp16 && !device_.is_cuda()) {
+    if (spec_.train.precision == spec::Precision::kFp16 && !device_.is_cuda() &&
+        !options_.fp16_on_cpu) {
       HPCTRAIN_THROW(rt::Error, "train.precision = \"fp16\" needs a GPU; use \"bf16\" on CPUs");
     }
 
@@ -289,6 +290,7 @@ class Trainer {
     if (spec_.train.precision == spec::Precision::kFp16) {
       GradScalerConfig scaling;
       if (options_.fp16_init_scale) scaling.init_scale = *options_.fp16_init_scale;
+      if (options_.fp16_growth_interval) scaling.growth_interval = *options_.fp16_growth_interval;
       scaler_ = std::make_unique<GradScaler>(scaling, device_);
     }
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
@@ -309,6 +311,9 @@ class Trainer {
         TrainingState{*model_, *optimizer_, named_, scaler_.get(), train_info_});
     checkpointer_ = std::make_unique<Checkpointer>(spec_, options_.run_dir, comm_,
                                                    options_.job_end_time, options_.out);
+    if (!options_.resume_skip.empty() || !options_.resume_pieces_file.empty()) {
+      checkpointer_->set_restore_ablation(options_.resume_skip, options_.resume_pieces_file);
+    }
     resumed_ = checkpointer_->restore(*state_);
     if (resumed_) resume_from(*resumed_);
     if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_);  // after the restore

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <set>
+#include <string>
 
 #include <torch/nn/module.h>
 
@@ -45,6 +47,15 @@ struct TrainOptions {
   // Tests: the fp16 loss scale to start from (HPCTRAIN_FP16_INIT_SCALE; torch.amp's 65536 when
   // unset). A huge one forces overflowing, skipped steps.
   std::optional<double> fp16_init_scale;
+  // Tests: fp16 autocast and loss scaling on the CPU (HPCTRAIN_FP16_ON_CPU=1), which a spec is
+  // otherwise refused, and the scaler's growth interval (HPCTRAIN_FP16_GROWTH_INTERVAL; 2000),
+  // to drive the scaler through overflow, backoff and growth in a short run.
+  bool fp16_on_cpu = false;
+  std::optional<int64_t> fp16_growth_interval;
+  // Tests: Checkpointer::set_restore_ablation (HPCTRAIN_RESUME_SKIP, comma-separated piece
+  // names; HPCTRAIN_RESUME_PIECES, the file rank 0 lists the restored pieces in).
+  std::set<std::string> resume_skip;
+  std::filesystem::path resume_pieces_file;
 };
 
 struct TrainResult {

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
+#include <string>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -26,6 +28,8 @@ spec::Spec load_spec(const std::string& file) {
   spec::LoadOptions o;
   o.spec_file = file;
   o.check_paths = false;  // the frozen spec was checked at submit time
+  const char* fp16_on_cpu = std::getenv("HPCTRAIN_FP16_ON_CPU");
+  o.allow_fp16_on_cpu = fp16_on_cpu && std::string(fp16_on_cpu) == "1";
   return spec::load(o).spec;
 }
 
@@ -149,6 +153,27 @@ int run(const Options& options) {
                                        "' is not a positive number");
     }
     train_options.fp16_init_scale = v;
+  }
+  if (const char* on_cpu = std::getenv("HPCTRAIN_FP16_ON_CPU")) {
+    train_options.fp16_on_cpu = std::string(on_cpu) == "1";
+  }
+  if (const char* interval = std::getenv("HPCTRAIN_FP16_GROWTH_INTERVAL"); interval && *interval) {
+    char* end = nullptr;
+    const long long v = std::strtoll(interval, &end, 10);
+    if (*end != '\0' || v < 1) {
+      HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_FP16_GROWTH_INTERVAL='" + std::string(interval) +
+                                       "' is not a positive integer");
+    }
+    train_options.fp16_growth_interval = v;
+  }
+  if (const char* skip = std::getenv("HPCTRAIN_RESUME_SKIP"); skip && *skip) {
+    std::stringstream pieces(skip);
+    for (std::string piece; std::getline(pieces, piece, ',');) {
+      if (!piece.empty()) train_options.resume_skip.insert(piece);
+    }
+  }
+  if (const char* file = std::getenv("HPCTRAIN_RESUME_PIECES"); file && *file) {
+    train_options.resume_pieces_file = file;
   }
   if (const char* tag = std::getenv("HPCTRAIN_STEP_TAG"); tag && *tag) {
     train_options.step_tag = tag;

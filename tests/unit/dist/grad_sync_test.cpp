@@ -4,62 +4,19 @@
 // finish() every rank must hold their average exactly, in every bucket, the last one included.
 #include <gtest/gtest.h>
 #include <torch/types.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <cstdlib>
 #include <exception>
 #include <thread>
 
 #include "dist/grad_sync.hpp"
+#include "support/gloo_communicator.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hpctrain::dist {
 namespace {
 
-// The trainer's Communicator over a plain c10d Gloo process group.
-class GlooCommunicator : public Communicator {
- public:
-  GlooCommunicator(const std::string& store_file, int rank, int size) : rank_(rank), size_(size) {
-    auto store = c10::make_intrusive<c10d::FileStore>(store_file, size);
-    auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
-    options->devices.push_back(
-        c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1", /*lazyInit=*/false));
-    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-  }
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  std::string backend() const override { return "gloo"; }
-  at::Device device() const override { return at::kCPU; }
-  std::unique_ptr<Work> all_reduce_async(at::Tensor& tensor) override {
-    std::vector<at::Tensor> tensors{tensor};
-    return std::make_unique<GlooWork>(pg_->allreduce(tensors));
-  }
-  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
-    c10d::BroadcastOptions options;
-    options.rootRank = root;
-    for (auto& t : tensors) {
-      std::vector<at::Tensor> one{t};
-      pg_->broadcast(one, options)->wait();
-    }
-  }
-  void barrier() override { pg_->barrier()->wait(); }
-  void abort() override {}
-
- private:
-  class GlooWork : public Work {
-   public:
-    explicit GlooWork(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-    void wait() override { work_->wait(); }
-
-   private:
-    c10::intrusive_ptr<c10d::Work> work_;
-  };
-
-  int rank_, size_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
-};
+using test::GlooCommunicator;
 
 // Parameter sizes in registration order. With a 10-float bucket cap they fall into four buckets
 // (reverse order): {5, 4}, {3}, {2}, {1, 0}: the first and the last hold two parameters each.

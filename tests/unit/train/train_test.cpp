@@ -5,12 +5,16 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include "common/error.hpp"
 #include "data/loader.hpp"
 #include "data/source.hpp"
 #include "dist/process_group.hpp"
 #include "spec/spec.hpp"
+#include "support/gloo_communicator.hpp"
+#include "support/temp_dir.hpp"
 #include "train/device_input.hpp"
 #include "train/evaluate.hpp"
 #include "train/fused_step.hpp"
@@ -329,6 +333,77 @@ TEST(DeviceInput, Uint8BatchesNormalisedOnTheDeviceMatchTheFloatPath) {
       EXPECT_EQ(device.state().epoch, host.state().epoch);
     }
     EXPECT_EQ(batches, 4);  // 19 samples left: 3 full batches and a short one
+  }
+}
+
+// Evaluation on W ranks equals a single process's, whatever the remainder of N / W: each rank
+// reads its shard padded to a whole number of samples per rank, and the padding must be counted
+// nowhere. Sizes 1, W - 1, W + 1 and primes, on 1..4 ranks (threads with Gloo). The "images"
+// carry each sample's index; the logits are a fixed random table indexed by it, so every rank
+// computes the same logits for a sample as the single process does.
+EvalResult evaluate_on_ranks(int64_t num_samples, int world, const at::Tensor& table) {
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
+  auto source = data::ImageSource::synthetic(num_samples, /*side=*/4, /*channels=*/1,
+                                             /*num_classes=*/10, /*seed=*/5);
+  const test::TempDir dir;
+  std::vector<EvalResult> results(static_cast<size_t>(world));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        test::GlooCommunicator comm(dir.file("store"), rank, world);
+        data::LoaderConfig config;
+        config.batch_size = 3;
+        config.prefetch_batches = 1;
+        config.shuffle = false;
+        config.tail = data::TailPolicy::kPad;
+        config.transform.train = false;
+        config.rank = rank;
+        config.world_size = world;
+        data::Loader loader(source, config);
+        const ToDevice to_device = [](const data::Batch& b) {
+          return std::make_pair(torch::tensor(b.samples, torch::kInt64),
+                                torch::tensor(b.labels, torch::kInt64));
+        };
+        const Forward forward = [&](const at::Tensor& samples) {
+          return table.index_select(0, samples.remainder(table.size(0)));
+        };
+        results[static_cast<size_t>(rank)] =
+            evaluate(forward, to_device, loader, source->size(), comm);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (int rank = 1; rank < world; ++rank) {
+    EXPECT_EQ(results[static_cast<size_t>(rank)].samples, results[0].samples);
+  }
+  return results[0];
+}
+
+TEST(Evaluate, EveryRankCountMatchesOneProcessWhateverTheRemainder) {
+  torch::manual_seed(9);
+  // Logits with ties impossible in practice; some samples right, some in the top 5, some not.
+  const at::Tensor table = torch::randn({64, 10}) * 3;
+  for (const int world : {1, 2, 3, 4}) {
+    std::vector<int64_t> sizes = {1, world + 1, 7, 13};
+    if (world > 1) sizes.push_back(world - 1);
+    for (const int64_t n : sizes) {
+      const EvalResult one = evaluate_on_ranks(n, 1, table);
+      const EvalResult many = evaluate_on_ranks(n, world, table);
+      EXPECT_EQ(one.samples, n);
+      EXPECT_EQ(many.samples, n) << n << " samples on " << world << " ranks";
+      EXPECT_DOUBLE_EQ(many.top1, one.top1) << n << " samples on " << world << " ranks";
+      EXPECT_DOUBLE_EQ(many.top5, one.top5) << n << " samples on " << world << " ranks";
+      // The loss sums float32 per-sample losses in a different grouping: equal to rounding.
+      EXPECT_NEAR(many.loss, one.loss, 1e-6 * std::max(1.0, one.loss))
+          << n << " samples on " << world << " ranks";
+    }
   }
 }
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Every piece of state a checkpoint restores is proven to matter: a test fails without it.
+#
+# Two runs of 2 ranks, each stopped by SIGUSR2 at a random step in the middle of its second epoch
+# and resumed:
+#   alexnet  AlexNet (dropout: the per-rank random generators matter), fp32, SGD with momentum
+#   fp16     CIFAR ResNet-20 (batch-norm buffers) in fp16 on the CPU (HPCTRAIN_FP16_ON_CPU) with
+#            the loss scale starting at 2^24 and a growth interval of 3 steps: steps overflow and
+#            are skipped, the scale backs off, grows, backs off again, across the stop
+# Each resumed run must end bitwise equal to its uninterrupted twin, and the fp16 run must log the
+# same loss scale at every step after the resume. The worker lists the pieces of state it restored
+# (HPCTRAIN_RESUME_PIECES: model.parameters, optimizer.momentum_buffer, scaler.scale, rng.cpu,
+# position.consumed, ...): the table is generated from what the checkpoint holds, so a new piece
+# is tested without anyone writing its test. For every piece, a copy of the stopped run resumes
+# with that piece left out (HPCTRAIN_RESUME_SKIP, the bug planted on purpose); at least one of the
+# two runs must then end with different weights, or the piece is untested and this test fails.
+#   resume_ablation.sh WORKER
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/resume_lib.sh" "$1"
+export HPCTRAIN_FP16_ON_CPU=1 HPCTRAIN_FP16_INIT_SCALE=16777216 HPCTRAIN_FP16_GROWTH_INTERVAL=3
+
+make_spec() {  # make_spec NAME RUN_DIR CONFIG
+  local model
+  if [[ $3 == alexnet ]]; then
+    model=$'arch = "alexnet"\n[data]\nsynthetic = true\nsynthetic_samples = 128\nsynthetic_image_size = 64\nworkers = 1\n[train]\nprecision = "fp32"'
+  else
+    model=$'arch = "resnet20"\n[data]\nsynthetic = true\nsynthetic_samples = 256\nsynthetic_image_size = 16\nworkers = 1\n[train]\nprecision = "fp16"'
+  fi
+  cat > "$work/$1.toml" <<TOML
+[job]
+name = "$1"
+tasks_per_node = 2
+run_dir = "$2"
+[model]
+num_classes = 10
+$model
+epochs = 2
+batch_size = 8
+threads = 1
+log_every_steps = 1
+eval_every_epochs = 0
+[train.optimizer]
+lr = 0.02
+[checkpoint]
+every_steps = 0
+TOML
+}
+
+declare -A pieces_of finger_of base_of
+steps_per_epoch=8
+for config in alexnet fp16; do
+  [[ $config == fp16 ]] && steps_per_epoch=16
+  make_spec "$config-straight" "$work/$config-straight" "$config"
+  launch "$config-straight" 2 "$work/$config-straight.log"
+  finish; [[ $statuses == "0 0" ]] || fail "$config: uninterrupted run exited '$statuses'"
+  want=$(fingerprint "$work/$config-straight.log")
+  finger_of[$config]=$want
+
+  # A stop in the second epoch, with room for it to land a step or two later, still inside it.
+  # fp16: at a step where the scaler's growth tracker is not 0, so that leaving it out matters
+  # (a few tries).
+  for attempt in 1 2 3 4 5 6; do
+    rm -rf "$work/$config-stopped" "$work/$config-stopped.log".*
+    make_spec "$config-stopped" "$work/$config-stopped" "$config"
+    launch "$config-stopped" 2 "$work/$config-stopped.log"
+    stop_at_step "$work/$config-stopped.log" $((steps_per_epoch + 1 + RANDOM % (steps_per_epoch - 4)))
+    finish; [[ $statuses == "75 75" ]] || fail "$config: stopped run exited '$statuses', want '75 75'"
+    stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/$config-stopped.log.rank0" | grep -oE '[0-9]+$')
+    (( stopped_at > steps_per_epoch && stopped_at < 2 * steps_per_epoch )) \
+      || fail "$config: stopped at step $stopped_at, not inside the second epoch"
+    [[ $config == fp16 ]] || break
+    tracker=$(jq .scaler.growth_tracker "$work/$config-stopped"/checkpoints/step-*"$stopped_at"/trainer.json)
+    echo "fp16: stopped at step $stopped_at with the scaler's growth tracker at $tracker"
+    (( tracker > 0 )) && break
+    (( attempt < 6 )) || fail "fp16: six stops, each with the growth tracker at 0"
+  done
+  cp -a "$work/$config-stopped" "$work/$config-base"  # for the ablations below
+  base_of[$config]=$work/$config-base
+
+  HPCTRAIN_RESUME_PIECES=$work/$config.pieces launch "$config-stopped" 2 "$work/$config-stopped.log"
+  finish; [[ $statuses == "0 0" ]] || fail "$config: resumed run exited '$statuses'"
+  grep -q "resuming from checkpoint step $stopped_at " "$work/$config-stopped.log.rank0" \
+    || fail "$config: did not resume at step $stopped_at"
+  got=$(fingerprint "$work/$config-stopped.log")
+  echo "$config: stopped at step $stopped_at of $((2 * steps_per_epoch)); uninterrupted $want, resumed $got"
+  [[ $got == "$want" ]] || fail "$config: resumed weights differ from the uninterrupted run's"
+  pieces_of[$config]=$(cat "$work/$config.pieces")
+  [[ -n ${pieces_of[$config]} ]] || fail "$config: the resumed run listed no restored pieces"
+
+  if [[ $config == fp16 ]]; then
+    # The loss scale of every step after the resume equals the uninterrupted run's, and the run
+    # went through overflow (backoff) and growth on both sides of the stop.
+    python3 - "$work/fp16-straight/metrics.jsonl" "$work/fp16-stopped/metrics.jsonl" "$stopped_at" <<'PY' \
+      || fail "fp16: the loss scale after the resume differs from the uninterrupted run's"
+import json, sys
+def scales(path):
+    out = {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("kind") == "train":
+            out[r["step"]] = r["loss_scale"]
+    return out
+straight, resumed, stop = scales(sys.argv[1]), scales(sys.argv[2]), int(sys.argv[3])
+seq = [straight[s] for s in sorted(straight)]
+backoffs = sum(b < a for a, b in zip(seq, seq[1:]))
+growths = sum(b > a for a, b in zip(seq, seq[1:]))
+after = [s for s in sorted(straight) if s > stop]
+differ = [s for s in after if resumed.get(s) != straight[s]]
+print(f"fp16 loss scale: {backoffs} backoffs, {growths} growths over {len(seq)} steps; "
+      f"steps {after[0]}..{after[-1]} after the resume: {len(after) - len(differ)} equal")
+assert backoffs >= 3 and growths >= 1, "the scaler did not go through overflow and growth"
+assert not differ, f"steps {differ[:5]} differ"
+PY
+  fi
+done
+
+# The generated table: every piece either run restores, left out once.
+all_pieces=$(printf '%s\n' "${pieces_of[@]}" | sort -u)
+echo "pieces of state restored: $(tr '\n' ' ' <<<"$all_pieces")"
+uncaught=()
+for piece in $all_pieces; do
+  caught=
+  for config in alexnet fp16; do
+    grep -qx "$piece" <<<"${pieces_of[$config]}" || continue
+    dir=$work/$config-ablate-${piece//./-}
+    cp -a "${base_of[$config]}" "$dir"
+    make_spec "$config-ablate" "$dir" "$config"
+    HPCTRAIN_RESUME_SKIP=$piece launch "$config-ablate" 2 "$dir.log"
+    finish; [[ $statuses == "0 0" ]] || fail "$config without $piece: exited '$statuses'"
+    got=$(fingerprint "$dir.log")
+    if [[ $got != "${finger_of[$config]}" ]]; then
+      printf '  %-28s caught by %-8s (weights %s, not %s)\n' "$piece" "$config" "$got" "${finger_of[$config]}"
+      caught=1
+      break
+    fi
+    printf '  %-28s NOT caught by %s (same weights without it)\n' "$piece" "$config"
+  done
+  [[ -n $caught ]] || uncaught+=("$piece")
+done
+(( ${#uncaught[@]} == 0 )) || fail "pieces of state no test misses when left out: ${uncaught[*]}"
+echo "resume ablation: every restored piece is caught when left out"
