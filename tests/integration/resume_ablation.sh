@@ -14,8 +14,11 @@
 # is tested without anyone writing its test. For every piece, a copy of the stopped run resumes
 # with that piece left out (HPCTRAIN_RESUME_SKIP, the bug planted on purpose); at least one of the
 # two runs must then end with different weights, or the piece is untested and this test fails.
-#   resume_ablation.sh WORKER
+# The pieces' list is checked against the checkpoint's own files (read with torch): state that is
+# saved but never restored fails too.
+#   resume_ablation.sh WORKER PYTHON (the pinned torch wheel's)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+python=$2
 source "$here/resume_lib.sh" "$1"
 export HPCTRAIN_FP16_ON_CPU=1 HPCTRAIN_FP16_INIT_SCALE=16777216 HPCTRAIN_FP16_GROWTH_INTERVAL=3
 
@@ -86,6 +89,37 @@ for config in alexnet fp16; do
   [[ $got == "$want" ]] || fail "$config: resumed weights differ from the uninterrupted run's"
   pieces_of[$config]=$(cat "$work/$config.pieces")
   [[ -n ${pieces_of[$config]} ]] || fail "$config: the resumed run listed no restored pieces"
+  # What the checkpoint holds, read from its files with torch: every piece of it must be among
+  # those restored (state saved and never put back is the bug the list itself would miss), and
+  # every key of trainer.json either restored state or known metadata.
+  "$python" - "$work/$config-base/checkpoints" "$work/$config.pieces" <<'PY' \
+    || fail "$config: the checkpoint holds state that the restore does not put back"
+import glob, json, os, sys, torch
+step = sorted(glob.glob(os.path.join(sys.argv[1], "step-*")))[-1]
+restored = set(open(sys.argv[2]).read().split())
+held = set()
+buffers = ("running_mean", "running_var", "num_batches_tracked")
+for key in torch.load(f"{step}/model.pt", weights_only=True):
+    held.add("model.buffers" if key.rsplit(".", 1)[-1] in buffers else "model.parameters")
+for key in torch.load(f"{step}/optimizer.pt", weights_only=True):
+    held.add("optimizer." + key.rsplit(".", 1)[-1])
+for path in glob.glob(f"{step}/rng-rank-*.pt"):
+    held.update("rng." + key for key in torch.load(path, weights_only=True))
+trainer = json.load(open(f"{step}/trainer.json"))
+metadata = {"format_version", "resume", "time", "world_size", "batch_size", "finished"}
+for key, value in trainer.items():
+    if key in ("step", "epoch", "consumed"):
+        held.add("position." + key)
+    elif key == "scaler":
+        held.update("scaler." + k for k in (value or {}))
+    elif key not in metadata:
+        held.add("trainer.json:" + key)
+print(f"the checkpoint holds: {' '.join(sorted(held))}")
+missing = held - restored
+if missing:
+    print(f"held but not restored: {' '.join(sorted(missing))}")
+sys.exit(1 if missing else 0)
+PY
 
   if [[ $config == fp16 ]]; then
     # The loss scale of every step after the resume equals the uninterrupted run's, and the run
