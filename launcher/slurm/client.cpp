@@ -5,7 +5,7 @@
 #include <regex>
 #include <sstream>
 
-#include "slurm/process.hpp"
+#include "common/process.hpp"
 
 namespace hpctrain::slurm {
 
@@ -166,7 +166,7 @@ class CommandClient : public SlurmClient {
   }
 
  private:
-  CommandResult run(const std::vector<std::string>& argv) {
+  common::CommandResult run(const std::vector<std::string>& argv) {
     // Slurm retries a missing configuration file for a minute before it gives up.
     if (const char* conf = std::getenv("SLURM_CONF"); conf && !std::filesystem::exists(conf)) {
       throw SlurmUnreachable(std::string("no Slurm controller was reachable: SLURM_CONF names ") +
@@ -174,7 +174,7 @@ class CommandClient : public SlurmClient {
                              ", which does not exist. Check with 'scontrol ping' once "
                              "SLURM_CONF names the cluster's slurm.conf (or is unset).");
     }
-    auto r = run_command(argv, options_.timeout);
+    auto r = common::run_command(argv, options_.timeout);
     if (r.not_found) throw SlurmError(r.err + " (is Slurm installed and on PATH?)");
     if (r.timed_out) {
       throw SlurmUnreachable("no Slurm controller was reachable: " + argv[0] +

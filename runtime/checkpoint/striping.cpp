@@ -4,7 +4,7 @@
 
 #include "checkpoint/env.hpp"
 #include "common/error.hpp"
-#include "slurm/process.hpp"
+#include "common/process.hpp"
 
 namespace hpctrain::checkpoint {
 
@@ -46,7 +46,7 @@ StripePlan apply_striping(Env& env, const std::string& dir, int64_t stripe_count
   }
   StripePlan plan = plan_striping(env.fs_type(dir), stripe_count, stripe_size_bytes, dir);
   if (!plan.stripe) return plan;
-  const auto result = slurm::run_command(plan.argv, std::chrono::seconds(timeout_s));
+  const auto result = common::run_command(plan.argv, std::chrono::seconds(timeout_s));
   if (result.exit_status != 0 || result.timed_out || result.not_found) {
     std::string command;
     for (const auto& a : plan.argv) command += (command.empty() ? "" : " ") + a;

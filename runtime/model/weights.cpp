@@ -14,10 +14,10 @@
 #include <exception>
 #include <string_view>
 
+#include "common/durable_file.hpp"
 #include "common/error.hpp"
 #include "model/model.hpp"
 #include "model/unpickler.hpp"
-#include "run/run_dir.hpp"
 
 namespace hpctrain::model {
 namespace {
@@ -154,7 +154,7 @@ void save_weights(const torch::nn::Module& module, const std::string& path) {
 
 void save_weights(const StateDict& tensors, const std::string& path) {
   try {
-    run::write_file_atomic(path, torch_save_bytes(tensors));
+    common::write_file_atomic(path, torch_save_bytes(tensors));
   } catch (const std::exception& e) {
     HPCTRAIN_THROW(rt::Error, "cannot save weights to " + path + ": " + reason(e));
   }

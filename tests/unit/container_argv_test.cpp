@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "common/process.hpp"
 #include "render/render.hpp"
-#include "slurm/process.hpp"
 #include "spec/literal.hpp"
 #include "test_util.hpp"
 
@@ -117,12 +117,12 @@ class Harness {
 
   // Runs the rendered script as Slurm would start it: in the run directory, with the job's
   // variables, the stand-ins first on PATH. Returns the script's result.
-  slurm::CommandResult run(const spec::Spec& s) {
+  common::CommandResult run(const spec::Spec& s) {
     test::fs::remove_all(s.job.run_dir);
     for (const auto& e : test::fs::directory_iterator(dir() / "argv")) test::fs::remove(e.path());
     write_text(path(s.job.run_dir) / "spec.toml", spec::freeze(s));
     write_text(dir() / "job.sbatch", sbatch_script(s));
-    return slurm::run_command(
+    return common::run_command(
         {"env", "-i", "-C", s.job.run_dir, "PATH=" + (dir() / "bin").string() + ":/usr/bin:/bin",
          "ARGV_DIR=" + (dir() / "argv").string(), "SLURM_JOB_ID=4242",
          "SLURM_JOB_NODELIST=node[1-2]", "SLURM_RESTART_COUNT=0", "bash",

@@ -5,8 +5,8 @@
 #include <random>
 #include <set>
 
+#include "common/process.hpp"
 #include "render/render.hpp"
-#include "slurm/process.hpp"
 #include "spec/literal.hpp"
 #include "test_util.hpp"
 
@@ -26,10 +26,10 @@ spec::Resolved load_config(const std::string& name, std::vector<std::string> ove
   return spec::load(o);
 }
 
-slurm::CommandResult bash(const std::vector<std::string>& args) {
+common::CommandResult bash(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {"bash"};
   argv.insert(argv.end(), args.begin(), args.end());
-  return slurm::run_command(argv, 30s);
+  return common::run_command(argv, 30s);
 }
 
 // Goldens: tests/unit/golden/NAME.sbatch. HPCTRAIN_UPDATE_GOLDENS=1 rewrites them.
@@ -236,8 +236,8 @@ TEST(Render, ScriptRefusesToRunOutsideSlurm) {
   const auto r = load_config("smoke-cpu.toml");
   TempDir dir;
   write_text(dir / "job.sbatch", sbatch_script(r.spec));
-  const auto out =
-      slurm::run_command({"env", "-u", "SLURM_JOB_ID", "bash", (dir / "job.sbatch").string()}, 30s);
+  const auto out = common::run_command(
+      {"env", "-u", "SLURM_JOB_ID", "bash", (dir / "job.sbatch").string()}, 30s);
   EXPECT_EQ(out.exit_status, 2);
   EXPECT_NE(out.err.find("only as a Slurm batch job"), std::string::npos) << out.err;
 }

@@ -2,13 +2,14 @@
 // process runner's deadline. tests/slurm covers the real commands.
 #include <gtest/gtest.h>
 
+#include "common/process.hpp"
 #include "slurm/client.hpp"
-#include "slurm/process.hpp"
 
 namespace hpctrain::slurm {
 namespace {
 
 using namespace std::chrono_literals;
+using common::run_command;
 
 TEST(SlurmClient, JobIdsAreValidated) {
   EXPECT_EQ(parse_job_id("123\n"), "123");

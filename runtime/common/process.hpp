@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace hpctrain::slurm {
+namespace hpctrain::common {
 
 struct CommandResult {
   int exit_status = -1;  // exit code, or 128 + signal when killed by one
@@ -20,4 +20,4 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
                           size_t max_output = 1 << 20);
 
-}  // namespace hpctrain::slurm
+}  // namespace hpctrain::common

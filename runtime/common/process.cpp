@@ -1,4 +1,4 @@
-#include "slurm/process.hpp"
+#include "common/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,7 +14,7 @@
 
 extern char** environ;
 
-namespace hpctrain::slurm {
+namespace hpctrain::common {
 namespace {
 
 struct Pipe {
@@ -108,4 +108,4 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
   return result;
 }
 
-}  // namespace hpctrain::slurm
+}  // namespace hpctrain::common
