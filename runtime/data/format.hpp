@@ -1,7 +1,11 @@
 // Version 1 of the hpctrain HDF5 image dataset layout (docs/dataset-format.md): names, limits,
-// the summary a reader extracts (DatasetInfo), and DatasetWriter, which every converter uses so
-// there is exactly one place that produces the layout.
-// Thread safety: DatasetWriter is single-threaded; DatasetInfo is a value type.
+// the summary of a dataset (DatasetInfo), DatasetWriter, which every converter uses so there is
+// exactly one place that produces the layout, and read_header()/read_labels(), which check a file
+// against it for every reader (ImageSource, hpctrain-data inspect).
+// HDF5 handles appear only as the forward-declared h5::Hid, so this header, which the torch side
+// includes, does not bring in hdf5.h; callers of the reading functions include data/h5.hpp.
+// Thread safety: DatasetWriter is single-threaded; DatasetInfo and DatasetHeader are value types;
+// the reading functions touch only the file they are given.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +15,22 @@
 
 namespace hpctrain::data {
 
+namespace h5 {
+class Hid;
+}
+
 inline constexpr char kFormatName[] = "hpctrain-images";
 inline constexpr int64_t kFormatVersion = 1;
 inline constexpr char kImagesName[] = "images";
 inline constexpr char kLabelsName[] = "labels";
+// Root attributes.
+inline constexpr char kFormatAttr[] = "format";
+inline constexpr char kFormatVersionAttr[] = "format_version";
+inline constexpr char kNumClassesAttr[] = "num_classes";
+inline constexpr char kClassNamesAttr[] = "class_names";
+inline constexpr char kImageShapeAttr[] = "image_shape";
+inline constexpr char kMeanAttr[] = "mean";
+inline constexpr char kStdAttr[] = "std";
 
 // Limits a reader enforces before allocating anything sized by the file, so a damaged or hostile
 // header cannot make a rank allocate terabytes.
@@ -67,5 +83,37 @@ class DatasetWriter {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// One file's header as read_header() found it: the dataset it holds and how /images is stored,
+// which is what a reader needs to choose how to read the pixels.
+struct DatasetHeader {
+  enum class Storage { kContiguous, kChunked, kOther };
+
+  DatasetInfo info;  // one file's values; chunk_images is 0 unless /images is chunked
+  Storage storage = Storage::kOther;
+  bool filtered = false;            // /images has filters (compression): readable only by HDF5
+  bool whole_image_chunks = false;  // chunks are [k, H, W, C], so no image spans two chunks
+  uint64_t userblock = 0;           // HDF5 addresses count from the end of the user block
+
+  uint64_t pixel_bytes() const {
+    return static_cast<uint64_t>(info.num_samples) * static_cast<uint64_t>(info.sample_bytes());
+  }
+};
+
+// Checks an open file against the layout, in the order docs/dataset-format.md gives ("Validation
+// order", from `format` up to the chunking of /images), before anything sized by the file is
+// allocated; file_size (bytes on disk) bounds what unfiltered pixels may claim. Neither the labels'
+// values nor the chunks' locations are read. Throws rt::DatasetFormatError "<path>: <what>",
+// naming the HDF5 object.
+DatasetHeader read_header(const h5::Hid& file, const std::string& path, uint64_t file_size);
+
+// Reads /labels, header.info.num_samples entries, into dst and checks that each is a class of the
+// header, [0, num_classes). The fletcher32 checksum is verified by HDF5 on the way. Throws
+// rt::DatasetFormatError as read_header() does.
+void read_labels(const h5::Hid& file, const DatasetHeader& header, const std::string& path,
+                 int64_t* dst);
+
+// Opens dataset /name; throws rt::DatasetFormatError "<path>: cannot open dataset /<name>".
+h5::Hid open_dataset(const h5::Hid& file, const char* name, const std::string& path);
 
 }  // namespace hpctrain::data

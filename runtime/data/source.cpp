@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -30,100 +29,6 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   HPCTRAIN_THROW(rt::DatasetFormatError, path + ": " + what);
-}
-
-// Attributes --------------------------------------------------------------------------------
-
-h5::Hid open_attr(hid_t obj, const char* name, const std::string& path) {
-  const htri_t exists = H5Aexists(obj, name);
-  if (exists <= 0) {
-    h5::error_text();
-    fail(path, std::string("missing root attribute '") + name +
-                   "'; not an hpctrain dataset (convert it with hpctrain-data)");
-  }
-  return h5::check(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose,
-                   path + ": cannot open attribute '" + name + "'");
-}
-
-// Number of elements of an attribute, checked against max_elements before anything is read.
-hsize_t attr_elements(hid_t attr, const char* name, const std::string& path, hsize_t max_elements) {
-  h5::Hid space = h5::check(H5Aget_space(attr), H5Sclose, path);
-  const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-  if (n < 0 || H5Sget_simple_extent_ndims(space.get()) > 1) {
-    fail(path, std::string("attribute '") + name + "' is not a scalar or 1-D array");
-  }
-  if (static_cast<hsize_t>(n) > max_elements) {
-    fail(path, std::string("attribute '") + name + "' has " + std::to_string(n) +
-                   " elements (at most " + std::to_string(max_elements) + " expected)");
-  }
-  return static_cast<hsize_t>(n);
-}
-
-std::vector<double> read_numbers(hid_t obj, const char* name, const std::string& path,
-                                 hsize_t max_elements) {
-  h5::Hid attr = open_attr(obj, name, path);
-  h5::Hid type = h5::check(H5Aget_type(attr.get()), H5Tclose, path);
-  const H5T_class_t cls = H5Tget_class(type.get());
-  if (cls != H5T_INTEGER && cls != H5T_FLOAT) {
-    fail(path, std::string("attribute '") + name + "' is not numeric");
-  }
-  std::vector<double> values(attr_elements(attr.get(), name, path, max_elements));
-  if (!values.empty()) {
-    h5::check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, values.data()),
-              path + ": cannot read attribute '" + name + "'");
-  }
-  return values;
-}
-
-int64_t read_integer(hid_t obj, const char* name, const std::string& path) {
-  h5::Hid attr = open_attr(obj, name, path);
-  h5::Hid type = h5::check(H5Aget_type(attr.get()), H5Tclose, path);
-  if (H5Tget_class(type.get()) != H5T_INTEGER) {
-    fail(path, std::string("attribute '") + name + "' is not an integer");
-  }
-  if (attr_elements(attr.get(), name, path, 1) != 1) {
-    fail(path, std::string("attribute '") + name + "' is empty");
-  }
-  int64_t value = 0;
-  h5::check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value),
-            path + ": cannot read attribute '" + name + "'");
-  return value;
-}
-
-std::vector<std::string> read_strings(hid_t obj, const char* name, const std::string& path,
-                                      hsize_t max_elements) {
-  h5::Hid attr = open_attr(obj, name, path);
-  h5::Hid ftype = h5::check(H5Aget_type(attr.get()), H5Tclose, path);
-  if (H5Tget_class(ftype.get()) != H5T_STRING) {
-    fail(path, std::string("attribute '") + name + "' is not a string");
-  }
-  const hsize_t n = attr_elements(attr.get(), name, path, max_elements);
-  std::vector<std::string> out;
-  if (n == 0) return out;
-  if (H5Tis_variable_str(ftype.get()) > 0) {
-    h5::Hid mtype = h5::check(H5Tcopy(H5T_C_S1), H5Tclose, path);
-    H5Tset_size(mtype.get(), H5T_VARIABLE);
-    H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get()));
-    std::vector<char*> ptrs(n, nullptr);
-    h5::check(H5Aread(attr.get(), mtype.get(), ptrs.data()),
-              path + ": cannot read attribute '" + name + "'");
-    for (char* p : ptrs) out.emplace_back(p != nullptr ? p : "");
-    h5::Hid space = h5::check(H5Aget_space(attr.get()), H5Sclose, path);
-    H5Dvlen_reclaim(mtype.get(), space.get(), H5P_DEFAULT, ptrs.data());
-  } else {
-    const size_t size = H5Tget_size(ftype.get());
-    if (size == 0 || size > 4096) fail(path, std::string("attribute '") + name + "' is malformed");
-    h5::Hid mtype = h5::check(H5Tcopy(H5T_C_S1), H5Tclose, path);
-    H5Tset_size(mtype.get(), size);
-    std::vector<char> buf(n * size);
-    h5::check(H5Aread(attr.get(), mtype.get(), buf.data()),
-              path + ": cannot read attribute '" + name + "'");
-    for (hsize_t i = 0; i < n; ++i) {
-      const char* p = buf.data() + i * size;
-      out.emplace_back(p, strnlen(p, size));
-    }
-  }
-  return out;
 }
 
 // Reads all of `bytes` or throws; a short read means the file ends before its metadata says.
@@ -202,6 +107,11 @@ struct ImageSource::Handle {
 
   bool pread_path() const { return direct && map == nullptr; }
 
+  // Finds where the pixels of an unfiltered /images lie in the file, so that they can be read
+  // with pread(2) instead of H5Dread; leaves `direct` false when the layout does not allow it.
+  // Chunks are mapped here, once: each must have been written and lie inside the file.
+  void locate_pixels(const DatasetHeader& header, uint64_t file_size);
+
   // Absolute file offset of local sample i (direct layouts only).
   uint64_t offset_of(int64_t i) const {
     const auto sb = static_cast<uint64_t>(sample_bytes);
@@ -211,6 +121,46 @@ struct ImageSource::Handle {
            static_cast<uint64_t>(i - ci * chunk_images) * sb;
   }
 };
+
+void ImageSource::Handle::locate_pixels(const DatasetHeader& header, uint64_t file_size) {
+  if (header.filtered) return;
+  const int64_t n = header.info.num_samples;
+  if (header.storage == DatasetHeader::Storage::kChunked && header.whole_image_chunks) {
+    const int64_t nchunks = (n + chunk_images - 1) / chunk_images;
+    const uint64_t chunk_bytes =
+        static_cast<uint64_t>(chunk_images) * static_cast<uint64_t>(sample_bytes);
+    chunk_offset.resize(static_cast<size_t>(nchunks));
+    for (int64_t ci = 0; ci < nchunks; ++ci) {
+      const hsize_t coord[4] = {static_cast<hsize_t>(ci * chunk_images), 0, 0, 0};
+      unsigned mask = 0;
+      haddr_t addr = HADDR_UNDEF;
+      hsize_t size = 0;
+      h5::check(H5Dget_chunk_info_by_coord(images.get(), coord, &mask, &addr, &size),
+                path + ": cannot locate chunk " + std::to_string(ci) + " of /images");
+      if (addr == HADDR_UNDEF || size != chunk_bytes) {
+        fail(path,
+             "chunk " + std::to_string(ci) + " of /images was never written (incomplete file)");
+      }
+      if (addr + header.userblock + size > file_size) {
+        fail(path, "chunk " + std::to_string(ci) +
+                       " of /images lies past the end of the file (truncated file)");
+      }
+      chunk_offset[static_cast<size_t>(ci)] = addr + header.userblock;
+    }
+    direct = true;
+  } else if (header.storage == DatasetHeader::Storage::kContiguous) {
+    const haddr_t addr = H5Dget_offset(images.get());
+    if (addr == HADDR_UNDEF) {
+      h5::error_text();
+      fail(path, "dataset /images has no storage (never written)");
+    }
+    if (addr + header.userblock + header.pixel_bytes() > file_size) {
+      fail(path, "dataset /images lies past the end of the file (truncated file)");
+    }
+    contiguous_offset = addr + header.userblock;
+    direct = true;
+  }
+}
 
 std::shared_ptr<ImageSource> ImageSource::synthetic(int64_t num_samples, int64_t side,
                                                     int64_t channels, int64_t num_classes,
@@ -318,195 +268,36 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
               path);
     h.file = h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
                        path + ": not a readable HDF5 file");
-    const hid_t root = h.file.get();
-
-    // Identity first: a wrong file should say so, not complain about a missing dataset.
-    const auto format = read_strings(root, "format", path, 1);
-    if (format.size() != 1 || format[0] != kFormatName) {
-      fail(path, "attribute 'format' is '" + (format.empty() ? "" : format[0]) + "', expected '" +
-                     kFormatName + "'");
-    }
-    const int64_t version = read_integer(root, "format_version", path);
-    if (version != kFormatVersion) {
-      fail(path, "format version " + std::to_string(version) +
-                     " is not supported (this build "
-                     "reads version " +
-                     std::to_string(kFormatVersion) + ")");
-    }
-
-    for (const char* name : {kImagesName, kLabelsName}) {
-      if (H5Lexists(root, name, H5P_DEFAULT) <= 0) {
-        h5::error_text();
-        fail(path, std::string("dataset /") + name + " is missing");
-      }
-    }
-    h.images = h5::check(H5Dopen2(root, kImagesName, H5P_DEFAULT), H5Dclose,
-                         path + ": cannot open dataset /images");
-    h5::Hid labels_ds = h5::check(H5Dopen2(root, kLabelsName, H5P_DEFAULT), H5Dclose,
-                                  path + ": cannot open dataset /labels");
-
-    // /images: uint8, rank 4, sane dimensions.
-    hsize_t dims[4] = {0, 0, 0, 0};
-    {
-      h5::Hid type = h5::check(H5Dget_type(h.images.get()), H5Tclose, path);
-      if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) != 1 ||
-          H5Tget_sign(type.get()) != H5T_SGN_NONE) {
-        fail(path, "dataset /images must be uint8");
-      }
-      h5::Hid space = h5::check(H5Dget_space(h.images.get()), H5Sclose, path);
-      const int rank = H5Sget_simple_extent_ndims(space.get());
-      if (rank != 4) {
-        fail(path,
-             "dataset /images has rank " + std::to_string(rank) + ", expected 4 [N, H, W, C]");
-      }
-      H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-    }
-    const auto n = static_cast<int64_t>(std::min<hsize_t>(dims[0], INT64_MAX));
-    const auto height = static_cast<int64_t>(std::min<hsize_t>(dims[1], INT64_MAX));
-    const auto width = static_cast<int64_t>(std::min<hsize_t>(dims[2], INT64_MAX));
-    const auto channels = static_cast<int64_t>(std::min<hsize_t>(dims[3], INT64_MAX));
-    const std::string shape_text = "[" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) +
-                                   ", " + std::to_string(dims[2]) + ", " + std::to_string(dims[3]) +
-                                   "]";
-    if (n == 0) fail(path, "dataset /images is empty (shape " + shape_text + ")");
-    if (n > kMaxSamples || height < 1 || height > kMaxSide || width < 1 || width > kMaxSide ||
-        channels < 1 || channels > kMaxChannels) {
-      fail(path, "dataset /images has shape " + shape_text + " outside the format's limits (N <= " +
-                     std::to_string(kMaxSamples) + ", H and W in [1, " + std::to_string(kMaxSide) +
-                     "], C in [1, " + std::to_string(kMaxChannels) + "])");
-    }
-    h.sample_bytes = height * width * channels;
-
-    // Unfiltered pixels occupy N x H x W x C bytes of the file: a shape larger than the file is
-    // a damaged header or a truncated file, and is refused before anything is sized by N.
-    h5::Hid fcpl = h5::check(H5Fget_create_plist(root), H5Pclose, path);
-    hsize_t userblock = 0;
-    H5Pget_userblock(fcpl.get(), &userblock);
-    h5::Hid dcpl = h5::check(H5Dget_create_plist(h.images.get()), H5Pclose, path);
-    const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-    const int nfilters = H5Pget_nfilters(dcpl.get());
-    const auto total_bytes = static_cast<uint64_t>(n) * static_cast<uint64_t>(h.sample_bytes);
-    if (nfilters == 0 && total_bytes > file_size) {
-      fail(path, "dataset /images needs " + std::to_string(total_bytes) +
-                     " bytes but the file has " + std::to_string(file_size) +
-                     " (truncated file or wrong shape)");
-    }
-
-    // /labels: integer, rank 1, one per image.
-    {
-      h5::Hid type = h5::check(H5Dget_type(labels_ds.get()), H5Tclose, path);
-      if (H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) > 8) {
-        fail(path, "dataset /labels must hold integers");
-      }
-      h5::Hid space = h5::check(H5Dget_space(labels_ds.get()), H5Sclose, path);
-      const int rank = H5Sget_simple_extent_ndims(space.get());
-      hsize_t ldims[1] = {0};
-      if (rank != 1) {
-        fail(path, "dataset /labels has rank " + std::to_string(rank) + ", expected 1 [N]");
-      }
-      H5Sget_simple_extent_dims(space.get(), ldims, nullptr);
-      if (ldims[0] != dims[0]) {
-        fail(path, "dataset /labels has " + std::to_string(ldims[0]) + " entries but /images has " +
-                       std::to_string(dims[0]) + " images");
-      }
-    }
-
-    // Attributes.
-    const auto shape = read_numbers(root, "image_shape", path, 3);
-    if (shape.size() != 3 || shape[0] != static_cast<double>(height) ||
-        shape[1] != static_cast<double>(width) || shape[2] != static_cast<double>(channels)) {
-      fail(path, "attribute 'image_shape' does not match /images shape " + shape_text);
-    }
-    const int64_t num_classes = read_integer(root, "num_classes", path);
-    if (num_classes < 1 || num_classes > kMaxClasses) {
-      fail(path, "attribute 'num_classes' is " + std::to_string(num_classes) + ", expected 1.." +
-                     std::to_string(kMaxClasses));
-    }
-    auto class_names = read_strings(root, "class_names", path, kMaxClasses);
-    if (static_cast<int64_t>(class_names.size()) != num_classes) {
-      fail(path, "attribute 'class_names' has " + std::to_string(class_names.size()) +
-                     " names for " + std::to_string(num_classes) + " classes");
-    }
-    const auto mean = read_numbers(root, "mean", path, kMaxChannels);
-    const auto stdev = read_numbers(root, "std", path, kMaxChannels);
-    if (static_cast<int64_t>(mean.size()) != channels ||
-        static_cast<int64_t>(stdev.size()) != channels) {
-      fail(path, "attributes 'mean' and 'std' need one value per channel (" +
-                     std::to_string(channels) + ")");
-    }
-    for (int64_t c = 0; c < channels; ++c) {
-      if (!std::isfinite(mean[c]) || !std::isfinite(stdev[c]) || stdev[c] <= 0) {
-        fail(path, "attribute 'std' must be positive and 'mean' finite");
-      }
-    }
-
-    // Layout: decide how pixels are read.
-    {
-      if (layout == H5D_CHUNKED) {
-        hsize_t cdims[4] = {0, 0, 0, 0};
-        if (H5Pget_chunk(dcpl.get(), 4, cdims) != 4) fail(path, "dataset /images: bad chunking");
-        h.chunk_images = static_cast<int64_t>(cdims[0]);
-        const bool whole_images = cdims[1] == dims[1] && cdims[2] == dims[2] && cdims[3] == dims[3];
-        if (nfilters == 0 && whole_images && options.direct_reads) {
-          const int64_t nchunks = (n + h.chunk_images - 1) / h.chunk_images;
-          const uint64_t chunk_bytes =
-              static_cast<uint64_t>(h.chunk_images) * static_cast<uint64_t>(h.sample_bytes);
-          h.chunk_offset.resize(static_cast<size_t>(nchunks));
-          for (int64_t ci = 0; ci < nchunks; ++ci) {
-            const hsize_t coord[4] = {static_cast<hsize_t>(ci * h.chunk_images), 0, 0, 0};
-            unsigned mask = 0;
-            haddr_t addr = HADDR_UNDEF;
-            hsize_t size = 0;
-            h5::check(H5Dget_chunk_info_by_coord(h.images.get(), coord, &mask, &addr, &size),
-                      path + ": cannot locate chunk " + std::to_string(ci) + " of /images");
-            if (addr == HADDR_UNDEF || size != chunk_bytes) {
-              fail(path, "chunk " + std::to_string(ci) +
-                             " of /images was never written "
-                             "(incomplete file)");
-            }
-            if (addr + userblock + size > file_size) {
-              fail(path, "chunk " + std::to_string(ci) +
-                             " of /images lies past the end of the "
-                             "file (truncated file)");
-            }
-            h.chunk_offset[static_cast<size_t>(ci)] = addr + userblock;
-          }
-          h.direct = true;
-        }
-      } else if (layout == H5D_CONTIGUOUS && nfilters == 0 && options.direct_reads) {
-        const haddr_t addr = H5Dget_offset(h.images.get());
-        if (addr == HADDR_UNDEF) {
-          h5::error_text();
-          fail(path, "dataset /images has no storage (never written)");
-        }
-        if (addr + userblock + total_bytes > file_size) {
-          fail(path, "dataset /images lies past the end of the file (truncated file)");
-        }
-        h.contiguous_offset = addr + userblock;
-        h.direct = true;
-      }
-    }
+    // The layout's rules (format.hpp); nothing sized by the file is allocated before they pass.
+    const DatasetHeader header = read_header(h.file, path, file_size);
+    const DatasetInfo& info = header.info;
+    const int64_t n = info.num_samples;
+    h.images = open_dataset(h.file, kImagesName, path);
+    h.sample_bytes = info.sample_bytes();
+    h.chunk_images = info.chunk_images;
+    if (options.direct_reads) h.locate_pixels(header, file_size);
 
     // Cross-file agreement.
     if (src->files_.empty()) {
-      src->info_.height = height;
-      src->info_.width = width;
-      src->info_.channels = channels;
-      src->info_.num_classes = num_classes;
-      src->info_.class_names = class_names;
-      src->info_.chunk_images = h.chunk_images;
-      mean_sum.assign(channels, 0.0);
-      std_sum.assign(channels, 0.0);
+      src->info_.height = info.height;
+      src->info_.width = info.width;
+      src->info_.channels = info.channels;
+      src->info_.num_classes = info.num_classes;
+      src->info_.class_names = info.class_names;
+      src->info_.chunk_images = info.chunk_images;
+      mean_sum.assign(info.channels, 0.0);
+      std_sum.assign(info.channels, 0.0);
     } else {
       const DatasetInfo& first = src->info_;
       const std::string& first_path = src->files_.front().path;
-      if (first.height != height || first.width != width || first.channels != channels) {
-        fail(path, "images are " + std::to_string(height) + "x" + std::to_string(width) + "x" +
-                       std::to_string(channels) + " but " + first_path + " has " +
+      if (first.height != info.height || first.width != info.width ||
+          first.channels != info.channels) {
+        fail(path, "images are " + std::to_string(info.height) + "x" + std::to_string(info.width) +
+                       "x" + std::to_string(info.channels) + " but " + first_path + " has " +
                        std::to_string(first.height) + "x" + std::to_string(first.width) + "x" +
                        std::to_string(first.channels) + " (files of one dataset must match)");
       }
-      if (first.num_classes != num_classes || first.class_names != class_names) {
+      if (first.num_classes != info.num_classes || first.class_names != info.class_names) {
         fail(path, "class names differ from " + first_path + " (files of one dataset must match)");
       }
     }
@@ -514,21 +305,13 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     // Labels last: the only allocation sized by N, bounded by the checks above.
     const size_t base = src->labels_.size();
     src->labels_.resize(base + static_cast<size_t>(n));
-    h5::check(H5Dread(labels_ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                      src->labels_.data() + base),
-              path + ": cannot read dataset /labels");
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t label = src->labels_[base + static_cast<size_t>(i)];
-      if (label < 0 || label >= num_classes) {
-        fail(path, "dataset /labels: entry " + std::to_string(i) + " is " + std::to_string(label) +
-                       ", outside [0, " + std::to_string(num_classes) + ")");
-      }
-    }
+    read_labels(h.file, header, path, src->labels_.data() + base);
 
-    for (int64_t c = 0; c < channels; ++c) {
-      mean_sum[c] += mean[c] * static_cast<double>(n);
-      std_sum[c] += stdev[c] * static_cast<double>(n);
+    for (int64_t c = 0; c < info.channels; ++c) {
+      mean_sum[c] += info.mean[c] * static_cast<double>(n);
+      std_sum[c] += info.std[c] * static_cast<double>(n);
     }
+    const uint64_t total_bytes = header.pixel_bytes();
     SourceFile file;
     if (static_cast<int64_t>(total_bytes) <= cache_left && h.direct) {
       // A read-only shared mapping, populated now: one sequential read into the page cache, no

@@ -1,7 +1,8 @@
 // ImageSource: one or more dataset files (docs/dataset-format.md) read as a single index space.
 //
-// Every file is validated when opened, before anything sized by the file is allocated, and each
-// failure names the file and the HDF5 object. Files are opened read-only, once per process.
+// Every file is validated when opened (read_header/read_labels, format.hpp), before anything sized
+// by the file is allocated, and each failure names the file and the HDF5 object. Files are opened
+// read-only, once per process.
 //
 // Why reads bypass HDF5 when they can: the thread-safe HDF5 build holds one global lock for every
 // call, so N loader threads calling H5Dread run one at a time. The layout stores images as
