@@ -14,14 +14,7 @@
 namespace hpctrain::cli {
 
 // Thrown by a subcommand to end with a given status after printing `what()` to stderr.
-class Exit : public std::runtime_error {
- public:
-  Exit(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
+using Exit = ExitWith;
 
 // --set and --profile, shared by check, render and submit.
 struct SpecArgs {

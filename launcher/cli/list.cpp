@@ -57,6 +57,7 @@ nlohmann::json list_row(const fs::path& root, const fs::path& dir, const std::st
                       {"restarts", s.restarts},
                       {"checkpoint_step", opt(s.checkpoint_step)},
                       {"checkpoint_age_s", opt(s.checkpoint_age_s)}};
+  if (!s.spec_error.empty()) r["spec_error"] = s.spec_error;
   const auto attempts = run::read_attempts(dir);
   r["last_reason"] =
       attempts.empty() ? nlohmann::json(nullptr) : nlohmann::json(attempts.back().reason);
@@ -146,6 +147,13 @@ void add_list(CLI::App& app) {
     }
     if (!slurm_error.empty())
       std::cerr << "hpctrain: list: Slurm state unknown: " << slurm_error << '\n';
+    for (const auto& r : out["runs"]) {
+      if (r.contains("spec_error")) {
+        std::cerr << "hpctrain: list: " << r["name"].get<std::string>()
+                  << ": its spec does not load (progress totals unknown): "
+                  << r["spec_error"].get<std::string>() << '\n';
+      }
+    }
     if (rows.empty()) {
       std::cerr << "hpctrain: list: no run directories under " << out["root"].get<std::string>()
                 << '\n';

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
+#include "common/run_layout.hpp"
 #include "report/report.hpp"
 #include "run/run_dir.hpp"
 
@@ -22,11 +23,8 @@ void add_report(CLI::App& app) {
   cmd->callback([args] {
     namespace fs = std::filesystem;
     const fs::path dir = args->run_dir;
-    if (!fs::exists(dir / "spec.toml")) {
-      throw Exit(kExitFailure, "hpctrain: " + args->run_dir +
-                                   " is not a run directory (no spec.toml); see hpctrain submit");
-    }
-    const fs::path out = args->output.empty() ? dir / "report.html" : fs::path(args->output);
+    run::require_run_dir(dir);
+    const fs::path out = args->output.empty() ? dir / layout::kReport : fs::path(args->output);
     const std::string page = report::render_html(report::collect(dir));
     try {
       run::write_file_atomic(out, page);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/exit_codes.hpp"
+#include "common/run_layout.hpp"
 #include "version.hpp"
 
 namespace hpctrain::embedded {
@@ -74,9 +75,11 @@ std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tas
   if (j.constraint) o.push_back("--constraint=" + *j.constraint);
   if (j.exclusive) o.push_back("--exclusive");
   o.push_back("--chdir=" + j.run_dir);
-  const std::string log = j.run_dir + (array_tasks > 0 ? "/logs/slurm-%A_%a" : "/logs/slurm-%j");
-  o.push_back("--output=" + log + ".out");
-  o.push_back("--error=" + log + ".err");
+  // logs/slurm-JOBID.out, with Slurm's filename patterns for the job id (%j; %A_%a for a task).
+  const std::string logs = j.run_dir + "/" + layout::kLogs + "/";
+  const std::string id = array_tasks > 0 ? "%A_%a" : "%j";
+  o.push_back("--output=" + logs + layout::log_name(id, false));
+  o.push_back("--error=" + logs + layout::log_name(id, true));
   o.push_back("--open-mode=append");
   if (spec.preemption.enabled) {
     o.push_back("--requeue");

@@ -7,10 +7,10 @@
 #include <ctime>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <string_view>
 #include <vector>
 
+#include "common/run_layout.hpp"
 #include "common/utc.hpp"
 #include "run/run_dir.hpp"
 #include "spec/choices.hpp"
@@ -58,11 +58,8 @@ json report_unix_time_fraction(const std::string& text) {
 
 // The spec's figures the header shows; {"error": ...} when spec.toml does not load.
 json report_spec_summary(const fs::path& dir) {
-  spec::LoadOptions options;
-  options.spec_file = dir / "spec.toml";
-  options.check_paths = false;
   try {
-    const auto s = spec::load(options).spec;
+    const auto s = run::read_frozen_spec(dir);
     json j;
     j["name"] = s.job.name;
     j["model"] = std::string(spec::name_of(s.model.arch));
@@ -89,12 +86,8 @@ json report_spec_summary(const fs::path& dir) {
     j["lr"] = s.train.optimizer.lr;
     j["schedule"] = std::string(spec::name_of(s.train.schedule.name));
     return j;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (auto nl = what.find('\n'); nl != std::string::npos && nl + 1 < what.size()) {
-      what = what.substr(0, nl);
-    }
-    return {{"error", what}};
+  } catch (const run::RunDirError& e) {
+    return {{"error", e.what()}};
   }
 }
 
@@ -105,28 +98,23 @@ void report_checkpoints(const fs::path& dir, json& out) {
   out["checkpoints"] = json::array();
   out["uncommitted_checkpoints"] = 0;
   std::error_code ec;
-  fs::directory_iterator it(dir / "checkpoints", ec);
+  fs::directory_iterator it(dir / layout::kCheckpoints, ec);
   if (ec) return;
-  static const std::regex kStep("step-([0-9]{1,18})");
-  static const std::regex kTmp("\\.step-[0-9]{9,18}\\.tmp");
   std::vector<std::pair<int64_t, json>> found;
   size_t uncommitted = 0;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
+    // Only names the store writes are its steps (docs/checkpoint-format.md): "step-12" or
+    // "step-0000000012" are someone else's.
     const std::string name = it->path().filename().string();
-    std::smatch m;
-    if (std::regex_match(name, m, kTmp)) {
+    if (layout::parse_checkpoint_temp_name(name)) {
       ++uncommitted;
       continue;
     }
-    if (!std::regex_match(name, m, kStep)) continue;
-    const int64_t step = std::stoll(m[1].str());
-    // Only names written exactly as the store writes them are steps (docs/checkpoint-format.md):
-    // "step-12" or "step-0000000012" are someone else's.
-    char canonical[32];
-    std::snprintf(canonical, sizeof canonical, "step-%09lld", static_cast<long long>(step));
-    if (name != canonical) continue;
-    const fs::path manifest = it->path() / "manifest.json";
+    const auto parsed_step = layout::parse_checkpoint_name(name);
+    if (!parsed_step) continue;
+    const int64_t step = *parsed_step;
+    const fs::path manifest = it->path() / layout::kManifest;
     if (!fs::exists(manifest, ec)) {
       ++uncommitted;
       continue;
@@ -163,7 +151,7 @@ json report_describe(const fs::path& dir) {
   j["dir"] = fs::absolute(dir).lexically_normal().string();
   j["exists"] = fs::is_directory(dir);
   j["spec"] =
-      fs::exists(dir / "spec.toml") ? report_spec_summary(dir) : json{{"error", "no spec.toml"}};
+      fs::exists(dir / layout::kSpec) ? report_spec_summary(dir) : json{{"error", "no spec.toml"}};
   size_t malformed = 0;
   const auto records = run::read_metrics(dir, &malformed);
   j["malformed_metrics_lines"] = malformed;
@@ -244,10 +232,7 @@ json report_describe(const fs::path& dir) {
 }  // namespace
 
 json collect(const fs::path& run_dir) {
-  if (!fs::is_directory(run_dir) || !fs::exists(run_dir / "spec.toml")) {
-    throw run::RunDirError(run_dir.string() +
-                           " is not a run directory (no spec.toml); see hpctrain submit");
-  }
+  run::require_run_dir(run_dir);
   json out;
   out["run_dir"] = fs::absolute(run_dir).lexically_normal().string();
   out["generated_at"] = utc_now();
@@ -263,8 +248,7 @@ json collect(const fs::path& run_dir) {
   }
   if (submission && submission->array_tasks > 0) {
     for (size_t t = 0; t < submission->array_tasks; ++t) {
-      char name[32];
-      std::snprintf(name, sizeof name, "task-%03zu", t);
+      const std::string name = layout::task_dir_name(t);
       json r = report_describe(run_dir / name);
       r["name"] = name;
       r["task"] = t;

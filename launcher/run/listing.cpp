@@ -1,17 +1,16 @@
 #include "run/listing.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <regex>
-#include <toml.hpp>
+
+#include "common/run_layout.hpp"
 
 namespace hpctrain::run {
 namespace {
 
 bool is_run_dir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "spec.toml", ec) && fs::is_regular_file(dir / "job.sbatch", ec);
+  return fs::is_regular_file(dir / layout::kSpec, ec) &&
+         fs::is_regular_file(dir / layout::kScript, ec);
 }
 
 void collect_run_dirs(const fs::path& dir, std::vector<fs::path>& out, int depth) {
@@ -30,13 +29,6 @@ void collect_run_dirs(const fs::path& dir, std::vector<fs::path>& out, int depth
   }
 }
 
-std::optional<int64_t> spec_integer(const toml::value& spec, const char* table, const char* key) {
-  if (!spec.contains(table) || !spec.at(table).is_table()) return std::nullopt;
-  const auto& t = spec.at(table);
-  if (!t.contains(key) || !t.at(key).is_integer()) return std::nullopt;
-  return static_cast<int64_t>(t.at(key).as_integer());
-}
-
 }  // namespace
 
 std::vector<fs::path> find_run_dirs(const fs::path& root) {
@@ -52,16 +44,12 @@ std::vector<fs::path> find_run_dirs(const fs::path& root) {
 }
 
 std::vector<std::pair<size_t, fs::path>> array_task_dirs(const fs::path& run_dir) {
-  static const std::regex kTask("task-([0-9]{1,9})");
   std::vector<std::pair<size_t, fs::path>> out;
   std::error_code ec;
   for (fs::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::smatch m;
-    const std::string name = it->path().filename().string();
-    if (!std::regex_match(name, m, kTask) || !fs::is_regular_file(it->path() / "spec.toml")) {
-      continue;
-    }
-    out.emplace_back(std::stoul(m[1].str()), it->path());
+    const auto task = layout::parse_task_dir_name(it->path().filename().string());
+    if (!task || !fs::is_regular_file(it->path() / layout::kSpec)) continue;
+    out.emplace_back(*task, it->path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -83,23 +71,13 @@ RunSummary summarize_run(const fs::path& dir) {
   s.attempts = count_job_attempts(attempts);
   for (const auto& a : attempts) s.restarts = std::max(s.restarts, a.restart);
   s.checkpoint_step = last_committed_step(dir);
-  if (s.checkpoint_step) {
-    char name[32];
-    std::snprintf(name, sizeof name, "step-%09lld", static_cast<long long>(*s.checkpoint_step));
-    std::error_code ec;
-    const auto written = fs::last_write_time(dir / "checkpoints" / name / "manifest.json", ec);
-    if (!ec) {
-      s.checkpoint_age_s = std::chrono::duration_cast<std::chrono::seconds>(
-                               fs::file_time_type::clock::now() - written)
-                               .count();
-    }
-  }
+  if (s.checkpoint_step) s.checkpoint_age_s = checkpoint_age_s(dir, *s.checkpoint_step);
   try {
-    const auto spec = toml::parse(dir / "spec.toml");
-    s.max_steps = spec_integer(spec, "train", "max_steps");
-    s.epochs = spec_integer(spec, "train", "epochs");
-  } catch (const std::exception&) {
-    // An unreadable frozen spec leaves the totals unknown; list still shows the rest.
+    const auto spec = read_frozen_spec(dir);
+    s.max_steps = spec.train.max_steps;
+    s.epochs = spec.train.epochs;
+  } catch (const RunDirError& e) {
+    s.spec_error = e.what();
   }
   return s;
 }

@@ -33,10 +33,11 @@ struct RunSummary {
   int64_t restarts = 0;                     // the highest SLURM_RESTART_COUNT an attempt saw
   std::optional<int64_t> checkpoint_step;   // the newest committed checkpoint
   std::optional<int64_t> checkpoint_age_s;  // seconds since its manifest was written
+  std::string spec_error;                   // why the frozen spec did not load, if it did not
 };
 
 // Reads one run (or array task) directory: metrics, attempts, checkpoints, frozen spec. Missing
-// or unreadable pieces are left empty.
+// or unreadable pieces are left empty; a frozen spec that does not load says why in spec_error.
 RunSummary summarize_run(const fs::path& dir);
 
 }  // namespace hpctrain::run

@@ -1,13 +1,22 @@
 // Reading a run's batch log (logs/slurm-JOBID.out), which Slurm appends to across requeues: where
-// each attempt starts and which rank wrote a line. The batch script (sbatch/job.sbatch.in) prints
+// each attempt starts, which rank wrote a line, and `hpctrain logs`' printing and following. The
+// batch script (sbatch/job.sbatch.in) prints
 //   hpctrain: job JOBID attempt N on NODES at TIME
 // when attempt N (SLURM_RESTART_COUNT N-1) starts its step, and the worker prefixes its lines with
-// "[rank r/N host] ". Thread safety: a LogFilter is not shared between threads.
+// "[rank r/N host] ". Thread safety: a LogFilter is not shared between threads; the functions are
+// reentrant.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
+
+namespace hpctrain::slurm {
+class SlurmClient;
+}
 
 namespace hpctrain::run {
 
@@ -36,5 +45,42 @@ class LogFilter {
   int64_t current_ = 1;
   int64_t highest_ = 1;
 };
+
+// What `hpctrain logs` shows: the attempt, rank, array task and file (stdout or stderr) asked for.
+struct LogSelection {
+  std::optional<int64_t> rank, attempt, task;
+  bool stderr_file = false;
+};
+
+// The batch log a selection names in the run's latest submission.
+struct LogTarget {
+  std::string submitted_job_id;  // as sbatch answered ("123"; the array's id for a task)
+  std::string job_id;            // the job or task whose log it is ("123", "123_4")
+  std::filesystem::path file;    // RUN_DIR/logs/slurm-JOB_ID.out (or .err)
+  // Set when the selection could not be checked fully (the frozen spec does not load, so the
+  // ranks are unknown): a line to print before the log.
+  std::string warning;
+};
+
+// Checks `selection` against the run directory (require_run_dir, its submissions, the frozen
+// spec's world size) and names the log. Throws ExitWith (common/exit_codes.hpp): status 2 for a
+// selection that does not fit the run (a task of a plain job, a rank beyond the world), 1 for a
+// run without a log.
+LogTarget resolve_log(const std::filesystem::path& run_dir, const LogSelection& selection);
+
+// Prints the kept lines of the whole log to `out`. Throws ExitWith (status 1) when the file does
+// not exist yet or holds fewer attempts than the one selected.
+void print_log(const LogTarget& target, const LogSelection& selection, std::ostream& out);
+
+// Follows the log as it grows, printing kept lines to `out`: polls the file every 250 ms and
+// Slurm every 2 s through `client`. Every wait ends: once the job is in a terminal Slurm state
+// (seen by two queries in a row) and the file has stopped growing for a second, after the
+// selected attempt, when Slurm has not known the job for 60 s, at `timeout_s` (> 0), or once
+// `interrupted` is set (a SIGINT handler's flag; the sleep returns early on a signal). Throws
+// ExitWith (status 1) when Slurm has not answered for 5 minutes. Returns why it stopped when that
+// is worth saying ("" at the job's end or the attempt's).
+std::string follow_log(const LogTarget& target, const LogSelection& selection,
+                       slurm::SlurmClient& client, double timeout_s,
+                       const volatile std::sig_atomic_t& interrupted, std::ostream& out);
 
 }  // namespace hpctrain::run

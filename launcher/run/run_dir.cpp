@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "common/durable_file.hpp"
+#include "common/run_layout.hpp"
 #include "common/unique_fd.hpp"
 
 namespace hpctrain::run {
@@ -32,11 +33,11 @@ std::optional<std::string> read_file(const fs::path& path) {
 class DirLock {
  public:
   explicit DirLock(const fs::path& dir)
-      : fd_(::open((dir / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+      : fd_(::open((dir / layout::kLock).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
     if (fd_.get() < 0) fail_errno("cannot create lock file in", dir);
     for (int i = 0; i < 300; ++i) {
       if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) return;
-      if (errno != EWOULDBLOCK && errno != EINTR) fail_errno("cannot lock", dir / ".lock");
+      if (errno != EWOULDBLOCK && errno != EINTR) fail_errno("cannot lock", dir / layout::kLock);
       ::usleep(100 * 1000);
     }
     throw RunDirError("another hpctrain is working in " + dir.string() +
@@ -59,7 +60,7 @@ enum class SpecPut { kNew, kSame, kReplacedUnused, kReplacedForced };
 // Writes the frozen spec unless an identical one is there; refuses a different one without force
 // (or `unused`: the directory was never submitted nor run, so the old spec is simply replaced).
 SpecPut put_spec(const fs::path& dir, const std::string& frozen, bool force, bool unused) {
-  const fs::path path = dir / "spec.toml";
+  const fs::path path = dir / layout::kSpec;
   const auto existing = read_file(path);
   if (existing && *existing == frozen) return SpecPut::kSame;
   if (existing && unused) {
@@ -74,7 +75,7 @@ SpecPut put_spec(const fs::path& dir, const std::string& frozen, bool force, boo
                         "spec is kept beside it; its checkpoints may not fit the new spec)");
     }
     for (int n = 1;; ++n) {
-      const fs::path keep = dir / ("spec.toml.replaced-" + std::to_string(n));
+      const fs::path keep = dir / layout::replaced_spec_name(n);
       if (!fs::exists(keep)) {
         write_file_atomic(keep, *existing);
         break;
@@ -89,8 +90,8 @@ SpecPut put_spec(const fs::path& dir, const std::string& frozen, bool force, boo
 bool never_used(const fs::path& run_dir, const std::vector<fs::path>& dirs) {
   if (last_submission(run_dir)) return false;
   for (const auto& d : dirs) {
-    for (const char* name :
-         {"submissions.jsonl", "attempts.jsonl", "metrics.jsonl", "checkpoints", "model.pt"}) {
+    for (const char* name : {layout::kSubmissions, layout::kAttempts, layout::kMetrics,
+                             layout::kCheckpoints, layout::kWeights}) {
       if (fs::exists(d / name)) return false;
     }
   }
@@ -116,11 +117,35 @@ void append_line(const fs::path& path, const std::string& line) {
   }
 }
 
+void require_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || !fs::exists(dir / layout::kSpec, ec)) {
+    throw RunDirError(dir.string() + " is not a run directory (no " + layout::kSpec +
+                      "); see hpctrain submit");
+  }
+}
+
+spec::Spec read_frozen_spec(const fs::path& dir) {
+  spec::LoadOptions options;
+  options.spec_file = dir / layout::kSpec;
+  options.check_paths = false;
+  try {
+    return spec::load(options).spec;
+  } catch (const std::exception& e) {
+    // A SpecError lists every problem, one a line: the first names the file and says enough.
+    std::string what = e.what();
+    if (const auto nl = what.find('\n'); nl != std::string::npos && nl + 1 < what.size()) {
+      what = what.substr(0, nl);
+    }
+    throw RunDirError(what);
+  }
+}
+
 Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool force) {
   const spec::Spec& s = resolved.spec;
   Prepared p;
   p.run_dir = s.job.run_dir;
-  p.script = p.run_dir / "job.sbatch";
+  p.script = p.run_dir / layout::kScript;
   p.array_tasks = resolved.tasks.size();
   for (fs::path d = p.run_dir; !d.empty() && d != d.parent_path() && !fs::exists(d);
        d = d.parent_path()) {
@@ -128,7 +153,7 @@ Prepared prepare(const spec::Resolved& resolved, const std::string& script, bool
   }
   make_dirs(p.run_dir);
   DirLock lock(p.run_dir);
-  make_dirs(p.run_dir / "logs");
+  make_dirs(p.run_dir / layout::kLogs);
   std::vector<fs::path> dirs = {p.run_dir};
   for (const auto& task : resolved.tasks) dirs.push_back(task.job.run_dir);
   const bool unused = never_used(p.run_dir, dirs);
@@ -162,11 +187,11 @@ bool discard_unsubmitted(const Prepared& p) {
 void record_submission(const fs::path& run_dir, const Submission& s) {
   nlohmann::json j = {
       {"job_id", s.job_id}, {"submitted_at", s.submitted_at}, {"array_tasks", s.array_tasks}};
-  append_line(run_dir / "submissions.jsonl", j.dump());
+  append_line(run_dir / layout::kSubmissions, j.dump());
 }
 
 std::optional<Submission> last_submission(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "submissions.jsonl");
+  std::ifstream in(run_dir / layout::kSubmissions);
   std::optional<Submission> last;
   std::string line;
   while (std::getline(in, line)) {
@@ -186,7 +211,7 @@ std::optional<Submission> last_submission(const fs::path& run_dir) {
 
 std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed) {
   std::vector<Attempt> out;
-  std::ifstream in(dir / "attempts.jsonl");
+  std::ifstream in(dir / layout::kAttempts);
   std::string line;
   size_t bad = 0;
   while (std::getline(in, line)) {
@@ -266,19 +291,24 @@ std::vector<NodeLoss> node_losses(const std::vector<Attempt>& attempts) {
 }
 
 std::optional<int64_t> last_committed_step(const fs::path& dir) {
-  static const std::regex kStep("step-([0-9]{1,18})");
   std::optional<int64_t> best;
   std::error_code ec;
-  for (fs::directory_iterator it(dir / "checkpoints", ec), end; !ec && it != end;
+  for (fs::directory_iterator it(dir / layout::kCheckpoints, ec), end; !ec && it != end;
        it.increment(ec)) {
-    std::smatch m;
-    const std::string name = it->path().filename().string();
-    if (!std::regex_match(name, m, kStep)) continue;
-    if (!fs::exists(it->path() / "manifest.json")) continue;
-    const int64_t step = std::stoll(m[1].str());
-    if (!best || step > *best) best = step;
+    const auto step = layout::parse_checkpoint_name(it->path().filename().string());
+    if (!step || !fs::exists(it->path() / layout::kManifest)) continue;
+    if (!best || *step > *best) best = step;
   }
   return best;
+}
+
+std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step) {
+  std::error_code ec;
+  const auto written = fs::last_write_time(layout::checkpoint_manifest(dir, step), ec);
+  if (ec) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::seconds>(fs::file_time_type::clock::now() -
+                                                          written)
+      .count();
 }
 
 namespace {
@@ -286,7 +316,7 @@ namespace {
 // The complete lines of the last 64 KiB of metrics.jsonl (a line still being written is not
 // complete); metrics files grow long and only the tail matters.
 std::vector<std::string> metrics_tail(const fs::path& dir) {
-  std::ifstream in(dir / "metrics.jsonl", std::ios::binary);
+  std::ifstream in(dir / layout::kMetrics, std::ios::binary);
   if (!in) return {};
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
@@ -329,7 +359,7 @@ std::map<std::string, std::string> last_metrics_by_kind(const fs::path& dir) {
 
 std::vector<MetricsRecord> read_metrics(const fs::path& dir, size_t* malformed) {
   std::vector<MetricsRecord> out;
-  std::ifstream in(dir / "metrics.jsonl", std::ios::binary);
+  std::ifstream in(dir / layout::kMetrics, std::ios::binary);
   std::string line;
   size_t bad = 0;
   // getline also returns a last line without its newline: one still being written is not whole.

@@ -29,6 +29,15 @@ void write_file_atomic(const fs::path& path, const std::string& content);
 // Appends one line (a JSON object) with O_APPEND and fsync.
 void append_line(const fs::path& path, const std::string& line);
 
+// Throws RunDirError ("DIR is not a run directory (no spec.toml); see hpctrain submit") unless
+// `dir` is a folder holding a frozen spec: what status, logs and report read.
+void require_run_dir(const fs::path& dir);
+
+// The run's frozen spec (DIR/spec.toml) through spec::load, paths unchecked (they were checked
+// at submit time and may name another machine's files). Throws RunDirError naming the file and
+// the first problem when it does not load.
+spec::Spec read_frozen_spec(const fs::path& dir);
+
 struct Prepared {
   fs::path run_dir;
   fs::path script;  // run_dir/job.sbatch
@@ -104,8 +113,11 @@ struct NodeLoss {
 };
 std::vector<NodeLoss> node_losses(const std::vector<Attempt>& attempts);
 
-// The newest step-N checkpoint directory that has its manifest (the commit point).
+// The newest checkpoint directory (named as the store names them) that has its manifest (the
+// commit point).
 std::optional<int64_t> last_committed_step(const fs::path& dir);
+// Seconds since the manifest of checkpoint `step` was written; nullopt when it cannot be read.
+std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step);
 
 // The last complete line of metrics.jsonl, if any.
 std::optional<std::string> last_metrics_line(const fs::path& dir);

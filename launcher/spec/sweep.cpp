@@ -1,8 +1,7 @@
 // Stage 6: [sweep] expanded into one resolved Spec per array task: each task's values are applied
 // as --set overrides of the file layer and the whole resolution runs again, so every task is
 // checked as if written by hand.
-#include <cstdio>
-
+#include "common/run_layout.hpp"
 #include "spec/internal.hpp"
 
 namespace hpctrain::spec::detail {
@@ -58,8 +57,7 @@ std::vector<Spec> expand_sweep(const Spec& base, const Inputs& in, const LoadOpt
       Origin o = sweep_origin;
       apply_override(key + "=" + values[pick], o, task_in.file, sink);
     }
-    char dir[32];
-    std::snprintf(dir, sizeof dir, "task-%03zu", task);
+    const std::string dir = layout::task_dir_name(task);
     DiagnosticSink task_sink;
     Spec spec = resolve_layers(task_in, options, task_sink);
     for (const auto& d : task_sink.all()) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/run_layout.hpp"
 #include "common/utc.hpp"
 #include "spec/spec.hpp"
 
@@ -20,7 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kManifestName = "manifest.json";
+constexpr const char* kManifestName = layout::kManifest;
 constexpr const char* kManifestTemp = ".manifest.json.tmp";
 constexpr const char* kFormatName = "hpctrain-checkpoint";
 // Manifests list a few files per rank; anything this large is not one of ours.
@@ -83,32 +84,6 @@ std::string write_durably(Env& env, const std::string& path, std::string_view da
   file->sync();
   file->close();
   return hash;
-}
-
-bool all_digits(std::string_view text) {
-  return !text.empty() &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// The step of a "step-NNNNNNNNN" name written as step_name() writes it; nullopt for any other.
-std::optional<int64_t> parse_step_name(std::string_view name) {
-  constexpr std::string_view kPrefix = "step-";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  const std::string_view digits = name.substr(kPrefix.size());
-  if (!all_digits(digits) || digits.size() > 18) return std::nullopt;
-  const int64_t step = std::stoll(std::string(digits));
-  if (Store::step_name(step) != name) return std::nullopt;
-  return step;
-}
-
-// The step of a ".step-NNNNNNNNN.tmp" name.
-std::optional<int64_t> parse_temp_name(std::string_view name) {
-  constexpr std::string_view kSuffix = ".tmp";
-  if (name.size() < kSuffix.size() + 1 || name[0] != '.' ||
-      name.substr(name.size() - kSuffix.size()) != kSuffix) {
-    return std::nullopt;
-  }
-  return parse_step_name(name.substr(1, name.size() - 1 - kSuffix.size()));
 }
 
 std::string part_name(int rank) { return ".part-" + std::to_string(rank) + ".json"; }
@@ -203,11 +178,7 @@ StoreOptions store_options_from_spec(const spec::Spec& spec) {
   return o;
 }
 
-std::string Store::step_name(int64_t step) {
-  char text[32];
-  std::snprintf(text, sizeof text, "step-%09" PRId64, step);
-  return text;
-}
+std::string Store::step_name(int64_t step) { return layout::checkpoint_name(step); }
 
 Store::Store(std::string dir, StoreOptions options, int rank, int world_size, Env& env)
     : dir_(std::move(dir)),
@@ -250,7 +221,9 @@ Store::~Store() {
 }
 
 std::string Store::path_of(const std::string& name) const { return join_path(dir_, name); }
-std::string Store::temp_dir(int64_t step) const { return path_of("." + step_name(step) + ".tmp"); }
+std::string Store::temp_dir(int64_t step) const {
+  return path_of(layout::checkpoint_temp_name(step));
+}
 std::string Store::final_dir(int64_t step) const { return path_of(step_name(step)); }
 uint32_t Store::file_mode() const { return options_.group_readable ? 0640 : 0600; }
 uint32_t Store::dir_mode() const { return options_.group_readable ? 0750 : 0700; }
@@ -520,9 +493,9 @@ std::vector<std::string> Store::clean_leftovers() {
   require_idle("clean_leftovers");
   std::vector<std::string> removed;
   for (const auto& name : env_.list_dir(dir_)) {
-    const bool temp = parse_temp_name(name).has_value();
-    const bool uncommitted =
-        parse_step_name(name) && !env_.stat(join_path(path_of(name), kManifestName), false);
+    const bool temp = layout::parse_checkpoint_temp_name(name).has_value();
+    const bool uncommitted = layout::parse_checkpoint_name(name) &&
+                             !env_.stat(join_path(path_of(name), kManifestName), false);
     if (!temp && !uncommitted) continue;
     env_.remove_all(path_of(name));
     removed.push_back(name);
@@ -548,7 +521,7 @@ StripePlan Store::apply_striping() {
 std::vector<int64_t> Store::committed_steps() const {
   std::vector<int64_t> steps;
   for (const auto& name : env_.list_dir(dir_)) {
-    const auto step = parse_step_name(name);
+    const auto step = layout::parse_checkpoint_name(name);
     if (!step) continue;
     const std::string manifest = join_path(path_of(name), kManifestName);
     if (!env_.stat(manifest, /*follow=*/false)) continue;
@@ -635,7 +608,7 @@ std::optional<Loaded> Store::try_load(int64_t step, const std::vector<std::strin
 std::optional<Loaded> Store::load_latest(const std::vector<std::string>& shared, int64_t at_most) {
   std::vector<int64_t> steps;
   for (const auto& name : env_.list_dir(dir_)) {
-    const auto step = parse_step_name(name);
+    const auto step = layout::parse_checkpoint_name(name);
     if (step && *step <= at_most) steps.push_back(*step);
   }
   // By step number, never by modification time: the newest step is the one trained furthest.

@@ -145,7 +145,7 @@ class Store {
   std::vector<int64_t> committed_steps() const;
 
   const std::string& dir() const { return dir_; }
-  // "step-NNNNNNNNN": zero-padded to 9 digits so names sort like steps.
+  // "step-NNNNNNNNN": layout::checkpoint_name (common/run_layout.hpp), which also parses names.
   static std::string step_name(int64_t step);
 
  private:

@@ -4,6 +4,9 @@
 // Thread safety: constants.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 namespace hpctrain {
 
 inline constexpr int kExitOk = 0;
@@ -20,5 +23,16 @@ inline constexpr int kExitRequeue = 75;
 // timeout: the sbatch script checks the step's nodes and, if one is lost, recovers
 // (docs/resilience.md). EX_PROTOCOL.
 inline constexpr int kExitPeerLost = 76;
+
+// Thrown to end a program with `status` once what() (a whole message, "hpctrain: ..." for the
+// launcher) is printed to stderr: the launcher's commands and what they call in launcher/run.
+class ExitWith : public std::runtime_error {
+ public:
+  ExitWith(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
 
 }  // namespace hpctrain

@@ -14,6 +14,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/run_layout.hpp"
 #include "model/weights.hpp"
 #include "spec/spec.hpp"
 
@@ -71,7 +72,7 @@ Checkpointer::Checkpointer(const spec::Spec& spec, const std::filesystem::path& 
   enabled_ =
       !run_dir.empty() && (c.every_steps > 0 || c.every_minutes > 0 || spec.preemption.enabled);
   if (!enabled_) return;
-  store_ = std::make_unique<checkpoint::Store>((run_dir / "checkpoints").string(),
+  store_ = std::make_unique<checkpoint::Store>((run_dir / layout::kCheckpoints).string(),
                                                checkpoint::store_options_from_spec(spec),
                                                comm.rank(), comm.size());
   last_save_time_ = Clock::now();

@@ -25,6 +25,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/run_layout.hpp"
 #include "data/loader.hpp"
 #include "data/source.hpp"
 #include "dist/grad_sync.hpp"
@@ -185,7 +186,7 @@ class Trainer {
     result.fingerprint = verify_identical_weights();
     result.peak_rss_mib = max_over_ranks(peak_rss_mib());
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
-      result.weights = options_.run_dir / "model.pt";
+      result.weights = options_.run_dir / layout::kWeights;
       model::save_weights(*model_, result.weights.string());
     }
     // Last: a restarted run that finds this checkpoint has nothing left to do.
@@ -294,10 +295,10 @@ class Trainer {
       scaler_ = std::make_unique<GradScaler>(scaling, device_);
     }
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
-      metrics_ = std::make_unique<MetricsLog>(options_.run_dir / "metrics.jsonl");
+      metrics_ = std::make_unique<MetricsLog>(options_.run_dir / layout::kMetrics);
       // The same records for TensorBoard, without the (tag, step)s an earlier attempt wrote.
-      events_ =
-          std::make_unique<tensorboard::EventWriter>(options_.run_dir / "tensorboard", std::cerr);
+      events_ = std::make_unique<tensorboard::EventWriter>(options_.run_dir / layout::kTensorBoard,
+                                                           std::cerr);
     }
     if (!options_.trace_samples.empty()) {
       trace_ = std::make_unique<std::ofstream>(

@@ -181,7 +181,8 @@ TEST(ListRuns, AMissingRootIsAnErrorNamingIt) {
 TEST(ListRuns, SummaryReadsMetricsLedgerCheckpointsAndSpec) {
   TempDir root;
   const fs::path dir = root / "r";
-  make_run(dir, "[job]\nnodes = 1\n[train]\nepochs = 3\nmax_steps = 900\n");
+  // A frozen spec loads through spec::load as the worker's does.
+  make_run(dir, test::minimal_spec("[train]\nepochs = 3\nmax_steps = 900\n"));
   write_text(dir / "metrics.jsonl",
              "{\"kind\":\"train\",\"step\":100,\"epoch\":1,\"loss\":2.0}\n"
              "{\"kind\":\"eval\",\"step\":100,\"epoch\":1,\"top1\":0.5}\n"
@@ -207,7 +208,7 @@ TEST(ListRuns, SummaryReadsMetricsLedgerCheckpointsAndSpec) {
   EXPECT_GE(*s.checkpoint_age_s, 0);
   EXPECT_LT(*s.checkpoint_age_s, 60);
   // Without max_steps the total is unknown; an empty run has none of it.
-  make_run(root / "fresh", "[train]\nepochs = 2\n");
+  make_run(root / "fresh", test::minimal_spec("[train]\nepochs = 2\n"));
   const auto f = summarize_run(root / "fresh");
   EXPECT_FALSE(f.step);
   EXPECT_FALSE(f.max_steps);
@@ -218,6 +219,10 @@ TEST(ListRuns, SummaryReadsMetricsLedgerCheckpointsAndSpec) {
   // A broken spec leaves the totals unknown and nothing else.
   make_run(root / "broken", "[train\n");
   EXPECT_FALSE(summarize_run(root / "broken").epochs);
+  // Said, not ignored: the summary names the file and the problem.
+  EXPECT_NE(summarize_run(root / "broken").spec_error.find((root / "broken/spec.toml").string()),
+            std::string::npos);
+  EXPECT_TRUE(summarize_run(dir).spec_error.empty());
 }
 
 TEST(ListRuns, ArrayTaskFolders) {

@@ -1,0 +1,225 @@
+#include "run/status.hpp"
+
+#include <cstdio>
+
+#include "run/run_dir.hpp"
+#include "run/trend.hpp"
+
+namespace hpctrain::run {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The node losses of the ledger, one object each: what was lost and added, when and how it was
+// detected, how long stopping and recovering took, and how the run went on ("replaced": a spare
+// took the lost node's place; "shrank": the next step ran on fewer ranks; "requeued": the job was
+// requeued instead). "recovered" is whether training went on in the same allocation.
+nlohmann::json node_loss_records(const std::vector<Attempt>& attempts) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& n : node_losses(attempts)) {
+    const auto& a = attempts[n.line];
+    out.push_back({{"job_id", a.job_id},
+                   {"restart", a.restart},
+                   {"step", a.step},
+                   {"reason", a.reason},
+                   {"lost_nodes", a.lost_nodes},
+                   {"added_nodes", a.added_nodes},
+                   {"detected", a.detected},
+                   {"detected_by", a.detected_by},
+                   {"stop_s", opt(a.stop_s)},
+                   {"recover_s", opt(a.recover_s)},
+                   {"world_size", opt(a.world_size)},
+                   {"next_step_ended", n.next_step_ended},
+                   {"next_world_size", opt(n.next_world_size)},
+                   {"outcome", n.outcome},
+                   {"recovered", n.recovered}});
+  }
+  return out;
+}
+
+// "node2 at 23:41:08 (slurmd on node2 refused the connection); survivors stopped in 1.3 s;
+// replaced by node4; training again after 22.8 s": one node loss as status prints it.
+std::string node_loss_text(const nlohmann::json& e) {
+  auto seconds = [](const nlohmann::json& v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f s", v.get<double>());
+    return std::string(buf);
+  };
+  std::string out = e["lost_nodes"].get<std::string>();
+  if (out.empty()) out = "a node";
+  const auto detected = e["detected"].get<std::string>();
+  // "2026-11-23T23:41:08.412Z": the time of day; anything else as written.
+  if (detected.size() >= 19 && detected[10] == 'T') {
+    out += " at " + detected.substr(11, 8);
+  } else if (!detected.empty()) {
+    out += " at " + detected;
+  }
+  if (!e["detected_by"].get<std::string>().empty()) {
+    out += " (" + e["detected_by"].get<std::string>() + ")";
+  }
+  if (e["stop_s"].is_number()) out += "; survivors stopped in " + seconds(e["stop_s"]);
+  const auto outcome = e["outcome"].get<std::string>();
+  if (outcome == "requeued") return out + "; fell back to requeue";
+  if (outcome == "replaced") {
+    out += "; replaced by " + e["added_nodes"].get<std::string>();
+  } else if (e["next_world_size"].is_number_integer()) {
+    out += "; world shrank to " + std::to_string(e["next_world_size"].get<int64_t>()) + " ranks";
+  } else {
+    out += "; world shrank";
+  }
+  if (e["recover_s"].is_number()) {
+    out += "; training again after " + seconds(e["recover_s"]);
+  } else if (e["next_step_ended"].get<bool>()) {
+    // The next step ended without recording a training step: the replacement never started.
+    out += "; the replacement step never trained";
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json describe_run_dir(const fs::path& dir) {
+  nlohmann::json j;
+  size_t malformed = 0;
+  const auto attempts = read_attempts(dir, &malformed);
+  // Restarts whatever their cause (our requeue, scontrol requeue, a node failure): the highest
+  // SLURM_RESTART_COUNT an attempt saw.
+  int64_t restarts = 0;
+  for (const auto& a : attempts) restarts = std::max<int64_t>(restarts, a.restart);
+  // Job attempts, not ledger lines: a job attempt that lost a node and went on in its allocation
+  // wrote a line per srun step.
+  j["attempts"] = count_job_attempts(attempts);
+  j["restarts"] = restarts;
+  if (malformed) j["malformed_ledger_lines"] = malformed;
+  if (!attempts.empty()) {
+    const auto& a = attempts.back();
+    j["last_attempt"] = {{"job_id", a.job_id},
+                         {"restart", a.restart},
+                         {"step", a.step},
+                         {"nodes", a.nodes},
+                         {"start", a.start},
+                         {"end", a.end},
+                         {"exit_status", a.exit_status},
+                         {"reason", a.reason}};
+  }
+  j["node_losses"] = node_loss_records(attempts);
+  size_t recovered = 0;
+  for (const auto& e : j["node_losses"]) recovered += e["recovered"].get<bool>() ? 1 : 0;
+  j["node_losses_recovered"] = recovered;
+  if (auto step = last_committed_step(dir)) {
+    j["last_checkpoint_step"] = *step;
+    if (const auto age = checkpoint_age_s(dir, *step)) j["last_checkpoint_age_s"] = *age;
+  } else {
+    j["last_checkpoint_step"] = nullptr;
+  }
+  if (auto line = last_metrics_line(dir)) {
+    try {
+      j["last_metrics"] = nlohmann::json::parse(*line);
+    } catch (const std::exception&) {
+      j["last_metrics"] = *line;
+    }
+  }
+  for (const auto& [kind, line] : last_metrics_by_kind(dir)) {
+    if (kind == "train" || kind == "eval") j["last_" + kind] = nlohmann::json::parse(line);
+  }
+  if (const auto trend = loss_trend(read_metrics(dir))) {
+    auto loss = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const auto& b : trend->buckets) buckets.push_back(loss(b));
+    j["loss_trend"] = {{"first_step", trend->first_step},
+                       {"last_step", trend->last_step},
+                       {"first_loss", loss(trend->first_loss)},
+                       {"last_loss", loss(trend->last_loss)},
+                       {"points", trend->points},
+                       {"non_finite", trend->non_finite},
+                       {"buckets", buckets},
+                       {"sparkline", trend->sparkline}};
+  }
+  return j;
+}
+
+void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string& indent) {
+  out << indent << "attempts:   " << d["attempts"].get<size_t>() << " ("
+      << d["restarts"].get<int64_t>() << " restarts)\n";
+  if (d.contains("last_attempt")) {
+    const auto& a = d["last_attempt"];
+    out << indent << "last:       " << a["reason"].get<std::string>() << ", exit status "
+        << a["exit_status"].get<int64_t>() << ", " << a["start"].get<std::string>() << " .. "
+        << a["end"].get<std::string>() << " on " << a["nodes"].get<std::string>() << '\n';
+  }
+  if (!d["node_losses"].empty()) {
+    out << indent << "node losses: " << d["node_losses"].size()
+        << " (recovered in the allocation: " << d["node_losses_recovered"].get<size_t>() << ")\n";
+    for (const auto& e : d["node_losses"]) {
+      out << indent << "node lost:  " << node_loss_text(e) << '\n';
+    }
+  }
+  out << indent << "checkpoint: "
+      << (d["last_checkpoint_step"].is_null()
+              ? std::string("none committed")
+              : "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>()) +
+                    (d.contains("last_checkpoint_age_s")
+                         ? ", committed " +
+                               std::to_string(d["last_checkpoint_age_s"].get<int64_t>()) + " s ago"
+                         : std::string()))
+      << '\n';
+  // The latest training and evaluation figures, as a person reads them; the raw last line when
+  // the file holds neither kind.
+  // `digits` after the point in fixed notation, or significant digits in %g form when negative
+  // (-6: %g's default), so that every format is a literal the compiler checks.
+  auto number = [](const nlohmann::json& m, const char* key, int digits, double scale) {
+    if (!m.contains(key) || !m[key].is_number()) return std::string("?");
+    char buf[64];
+    const double v = m[key].get<double>() * scale;
+    if (digits >= 0) {
+      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    } else {
+      std::snprintf(buf, sizeof buf, "%.*g", -digits, v);
+    }
+    return std::string(buf);
+  };
+  if (d.contains("last_train")) {
+    const auto& m = d["last_train"];
+    out << indent << "train:      step " << number(m, "step", 0, 1) << ", epoch "
+        << number(m, "epoch", 0, 1) << ", loss " << number(m, "loss", 4, 1) << ", lr "
+        << number(m, "lr", -5, 1) << ", " << number(m, "images_per_s", 0, 1)
+        << " images/s, loss scale " << number(m, "loss_scale", -6, 1) << '\n';
+  }
+  if (d.contains("loss_trend")) {
+    // "loss 2.304 -> 0.412 over steps 20..700  ▇▆▅▄▃▃▂▂▁▁": the sparkline is relative (lowest
+    // bucket to highest); "!" marks a bucket whose losses were all NaN or infinite.
+    const auto& t = d["loss_trend"];
+    auto loss = [](const nlohmann::json& v) {
+      if (!v.is_number()) return std::string("non-finite");
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+      return std::string(buf);
+    };
+    out << indent << "trend:      loss " << loss(t["first_loss"]);
+    if (t["points"].get<size_t>() > 1) {
+      out << " -> " << loss(t["last_loss"]) << " over steps " << t["first_step"].get<int64_t>()
+          << ".." << t["last_step"].get<int64_t>();
+    } else {
+      out << " at step " << t["first_step"].get<int64_t>();
+    }
+    out << "  " << t["sparkline"].get<std::string>();
+    if (t["non_finite"].get<size_t>() > 0) {
+      out << " (" << t["non_finite"].get<size_t>() << " of " << t["points"].get<size_t>()
+          << " steps with a non-finite loss)";
+    }
+    out << '\n';
+  }
+  if (d.contains("last_eval")) {
+    const auto& m = d["last_eval"];
+    out << indent << "eval:       step " << number(m, "step", 0, 1) << ", epoch "
+        << number(m, "epoch", 0, 1) << ", top-1 " << number(m, "top1", 2, 100) << "%, top-5 "
+        << number(m, "top5", 2, 100) << "%, loss " << number(m, "loss", 4, 1) << " ("
+        << number(m, "samples", 0, 1) << " images)\n";
+  }
+  if (d.contains("last_metrics") && !d.contains("last_train") && !d.contains("last_eval")) {
+    out << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
+  }
+}
+
+}  // namespace hpctrain::run
