@@ -1,18 +1,21 @@
 // Several ranks as threads of one test process: the trainer's Communicator over a plain c10d
 // Gloo process group on a FileStore, as c10d's own tests run. Targets using it compile with
 // USE_C10D_GLOO and Gloo's headers (tests/unit/dist/CMakeLists.txt).
-// Set TORCH_FR_BUFFER_SIZE=0 before the first group: c10d's flight recorder (torch 2.11) is not
-// safe with several process groups recording at once in one process.
+// on_gloo_ranks() runs one body per rank on its own thread, each with its communicator.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "support/temp_dir.hpp"
 
 namespace hpctrain::test {
 
@@ -59,5 +62,33 @@ class GlooCommunicator : public dist::Communicator {
   int rank_, size_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
+
+// Runs body(comm) for ranks 0..world-1, each on its own thread with its own GlooCommunicator over
+// one FileStore, joins them all, then rethrows the first rank's exception, if any.
+template <class Body>
+void on_gloo_ranks(int world, Body&& body) {
+  // c10d's flight recorder (torch 2.11) inserts a process group's status into a shared map before
+  // taking its lock: process groups recording at once in one process (our thread ranks) corrupt
+  // it, about one run in five (SIGSEGV in std::_Rb_tree_insert_and_rebalance). A real job has one
+  // process group per process. The recorder reads this when first used.
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
+  const TempDir dir;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        GlooCommunicator comm(dir.file("store"), rank, world);
+        body(comm);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
 
 }  // namespace hpctrain::test

@@ -1,17 +1,15 @@
-// GradSync (runtime/dist/grad_sync.hpp) in one process, in seconds: several ranks as threads,
+// GradSync (runtime/dist/grad_sync.hpp), every test of it: in one process, in seconds, with several
+// ranks as threads,
 // each with a real c10d Gloo process group over a FileStore in a temporary directory, as c10d's
 // own tests run. Each rank's loss gives every parameter a gradient known in closed form; after
 // finish() every rank must hold their average exactly, in every bucket, the last one included.
 #include <gtest/gtest.h>
-#include <torch/types.h>
+#include <torch/torch.h>
 
-#include <cstdlib>
-#include <exception>
-#include <thread>
-
+#include "common/error.hpp"
 #include "dist/grad_sync.hpp"
+#include "dist/process_group.hpp"
 #include "support/gloo_communicator.hpp"
-#include "support/temp_dir.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -43,52 +41,34 @@ struct RankResult {
 
 // Runs `steps` training steps on `world` threads; returns what each rank's parameters held.
 std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options) {
-  // c10d's flight recorder (torch 2.11) inserts a process group's status into a shared map before
-  // taking its lock: process groups recording at once in one process (our thread ranks) corrupt
-  // it, about one run in five (SIGSEGV in std::_Rb_tree_insert_and_rebalance). A real job has one
-  // process group per process. The recorder reads this when first used.
-  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
-  const test::TempDir dir;
   std::vector<RankResult> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        GlooCommunicator comm(dir.file("store"), rank, world);
-        std::vector<std::string> names;
-        std::vector<at::Tensor> params;
-        for (size_t k = 0; k < kShapes.size(); ++k) {
-          names.push_back("p" + std::to_string(k));
-          params.push_back(torch::zeros(kShapes[k]).requires_grad_(true));
-        }
-        GradSync sync(names, params, comm, options);
-        RankResult& out = results[static_cast<size_t>(rank)];
-        out.layout = sync.bucket_layout();
-        for (int step = 0; step < steps; ++step) {
-          for (auto& p : params) {
-            if (p.grad().defined()) p.mutable_grad().zero_();
-          }
-          sync.prepare();
-          at::Tensor loss = torch::zeros({});
-          for (size_t k = 0; k < params.size(); ++k) {
-            loss = loss + (params[k].reshape({-1}) * local_grad(rank, k, step)).sum();
-          }
-          loss.backward();
-          sync.finish();
-          std::vector<at::Tensor> grads;
-          for (auto& p : params) grads.push_back(p.grad().reshape({-1}).clone());
-          out.grads.push_back(grads);
-        }
-      } catch (...) {
-        errors[static_cast<size_t>(rank)] = std::current_exception();
+  test::on_gloo_ranks(world, [&](GlooCommunicator& comm) {
+    const int rank = comm.rank();
+    std::vector<std::string> names;
+    std::vector<at::Tensor> params;
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      names.push_back("p" + std::to_string(k));
+      params.push_back(torch::zeros(kShapes[k]).requires_grad_(true));
+    }
+    GradSync sync(names, params, comm, options);
+    RankResult& out = results[static_cast<size_t>(rank)];
+    out.layout = sync.bucket_layout();
+    for (int step = 0; step < steps; ++step) {
+      for (auto& p : params) {
+        if (p.grad().defined()) p.mutable_grad().zero_();
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      sync.prepare();
+      at::Tensor loss = torch::zeros({});
+      for (size_t k = 0; k < params.size(); ++k) {
+        loss = loss + (params[k].reshape({-1}) * local_grad(rank, k, step)).sum();
+      }
+      loss.backward();
+      sync.finish();
+      std::vector<at::Tensor> grads;
+      for (auto& p : params) grads.push_back(p.grad().reshape({-1}).clone());
+      out.grads.push_back(grads);
+    }
+  });
   return results;
 }
 
@@ -144,42 +124,133 @@ TEST(GradSync, MemoryOrderViewIsAViewOfDenseTensors) {
 // Convolution weights in channels_last (the GPU's memory format): the gradients keep their strides
 // and hold the exact average.
 TEST(GradSync, AveragesChannelsLastGradients) {
-  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
   constexpr int kWorld = 2;
-  const test::TempDir dir;
   const std::vector<int64_t> shape = {4, 3, 2, 2};
   auto local = [&](int rank) {
     return torch::arange(1, 49, torch::kFloat32).reshape(shape).mul(rank + 1);
   };
   std::vector<at::Tensor> grads(kWorld);
-  std::vector<std::exception_ptr> errors(kWorld);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < kWorld; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        GlooCommunicator comm(dir.file("store"), rank, kWorld);
-        std::vector<at::Tensor> params = {
-            torch::zeros(shape).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true),
-            torch::zeros({5}).requires_grad_(true)};
-        GradSync sync({"w", "b"}, params, comm, {kBucketMb, kNone, /*overlap=*/true});
-        sync.prepare();
-        ((params[0] * local(rank)).sum() + params[1].sum()).backward();
-        sync.finish();
-        grads[static_cast<size_t>(rank)] = params[0].grad();
-      } catch (...) {
-        errors[static_cast<size_t>(rank)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::on_gloo_ranks(kWorld, [&](GlooCommunicator& comm) {
+    std::vector<at::Tensor> params = {
+        torch::zeros(shape).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true),
+        torch::zeros({5}).requires_grad_(true)};
+    GradSync sync({"w", "b"}, params, comm, {kBucketMb, kNone, /*overlap=*/true});
+    sync.prepare();
+    ((params[0] * local(comm.rank())).sum() + params[1].sum()).backward();
+    sync.finish();
+    grads[static_cast<size_t>(comm.rank())] = params[0].grad();
+  });
   for (int rank = 0; rank < kWorld; ++rank) {
     const at::Tensor& g = grads[static_cast<size_t>(rank)];
     EXPECT_TRUE(g.is_contiguous(at::MemoryFormat::ChannelsLast)) << "rank " << rank;
     EXPECT_TRUE(torch::equal(g, local(0).mul(1.5))) << "rank " << rank << "\n" << g;
   }
+}
+
+// In one process: the bucket plan, world size one, a parameter left without a gradient.
+// A process group of one (hpctrain's own bootstrap, no Slurm): what a single-rank job runs.
+std::unique_ptr<ProcessGroup> single() {
+  WorldInfo w;
+  w.hostname = "localhost";
+  return join(w, {}, {});
+}
+
+struct Net : torch::nn::Module {
+  Net() {
+    a = register_module("a", torch::nn::Linear(64, 64));  // 4160 floats
+    b = register_module("b", torch::nn::Linear(64, 64));  // 4160 floats
+    c = register_module("c", torch::nn::Linear(64, 2));   // 130 floats
+    unused = register_module("unused", torch::nn::Linear(4, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) { return c(torch::relu(b(torch::relu(a(x))))); }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr}, unused{nullptr};
+};
+
+std::pair<std::vector<std::string>, std::vector<torch::Tensor>> named(torch::nn::Module& m) {
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+  for (auto& p : m.named_parameters()) {
+    names.push_back(p.key());
+    params.push_back(p.value());
+  }
+  return {names, params};
+}
+
+TEST(GradSync, BucketsFollowReverseRegistrationOrderAndTheCap) {
+  auto group = single();
+  Net net;
+  net.unused->weight.set_requires_grad(false);
+  net.unused->bias.set_requires_grad(false);
+  auto [names, params] = named(net);
+  // 16.5 KiB buckets: a 64x64 weight (16 KiB) does not fit beside 776 bytes of c and b.bias,
+  // but a.bias (256 B) fits beside b.weight.
+  GradSync sync(names, params, group->communicator(),
+                {16.5 / 1024, spec::GradCompression::kNone, true});
+  const auto layout = sync.bucket_layout();
+  // Registration order: a.weight(0) a.bias(1) b.weight(2) b.bias(3) c.weight(4) c.bias(5).
+  ASSERT_EQ(layout.size(), 3u);
+  EXPECT_EQ(layout[0], (std::vector<size_t>{5, 4, 3}));
+  EXPECT_EQ(layout[1], (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(layout[2], (std::vector<size_t>{0}));
+}
+
+TEST(GradSync, AveragedGradientsAtWorldSizeOneAreTheGradients) {
+  auto group = single();
+  Net net;
+  net.unused->weight.set_requires_grad(false);
+  net.unused->bias.set_requires_grad(false);
+  auto [names, params] = named(net);
+  for (auto compression : {spec::GradCompression::kNone, spec::GradCompression::kBf16}) {
+    SCOPED_TRACE(spec::name_of(compression));
+    GradSync sync(names, params, group->communicator(), {0.01, compression, true});
+    auto x = torch::randn({8, 64});
+    net.zero_grad();
+    sync.prepare();
+    net.forward(x).sum().backward();
+    std::vector<torch::Tensor> before;
+    for (auto& p : params)
+      before.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    sync.finish();
+    for (size_t i = 0; i < 6; ++i) {
+      if (compression == spec::GradCompression::kNone) {
+        EXPECT_TRUE(params[i].grad().equal(before[i])) << names[i];
+      } else {
+        EXPECT_TRUE(params[i].grad().allclose(before[i], 1e-2, 1e-2)) << names[i];
+      }
+    }
+  }
+}
+
+TEST(GradSync, AParameterWithoutGradientIsAnErrorNamingIt) {
+  auto group = single();
+  Net net;  // `unused` requires grad but never takes part in forward
+  auto [names, params] = named(net);
+  GradSync sync(names, params, group->communicator(), {25.0});
+  sync.prepare();
+  net.forward(torch::randn({2, 64})).sum().backward();
+  try {
+    sync.finish();
+    FAIL() << "expected an error";
+  } catch (const rt::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("unused.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("unused.bias"), std::string::npos) << what;
+    EXPECT_NE(what.find("got no gradient"), std::string::npos) << what;
+  }
+}
+
+TEST(GradSync, NoOverlapModeGivesTheSameResult) {
+  auto group = single();
+  Net net;
+  net.unused->weight.set_requires_grad(false);
+  net.unused->bias.set_requires_grad(false);
+  auto [names, params] = named(net);
+  GradSync sync(names, params, group->communicator(), {0.01, spec::GradCompression::kNone, false});
+  sync.prepare();
+  net.forward(torch::randn({4, 64})).sum().backward();
+  auto expected = params[0].grad().clone();
+  sync.finish();
+  EXPECT_TRUE(params[0].grad().equal(expected));
 }
 
 }  // namespace

@@ -5,8 +5,6 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <exception>
-#include <thread>
 
 #include "common/error.hpp"
 #include "data/loader.hpp"
@@ -14,7 +12,6 @@
 #include "dist/process_group.hpp"
 #include "spec/spec.hpp"
 #include "support/gloo_communicator.hpp"
-#include "support/temp_dir.hpp"
 #include "train/device_input.hpp"
 #include "train/evaluate.hpp"
 #include "train/fused_step.hpp"
@@ -342,44 +339,29 @@ TEST(DeviceInput, Uint8BatchesNormalisedOnTheDeviceMatchTheFloatPath) {
 // carry each sample's index; the logits are a fixed random table indexed by it, so every rank
 // computes the same logits for a sample as the single process does.
 EvalResult evaluate_on_ranks(int64_t num_samples, int world, const at::Tensor& table) {
-  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
   auto source = data::ImageSource::synthetic(num_samples, /*side=*/4, /*channels=*/1,
                                              /*num_classes=*/10, /*seed=*/5);
-  const test::TempDir dir;
   std::vector<EvalResult> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        test::GlooCommunicator comm(dir.file("store"), rank, world);
-        data::LoaderConfig config;
-        config.batch_size = 3;
-        config.prefetch_batches = 1;
-        config.shuffle = false;
-        config.tail = data::TailPolicy::kPad;
-        config.transform.train = false;
-        config.rank = rank;
-        config.world_size = world;
-        data::Loader loader(source, config);
-        const ToDevice to_device = [](const data::Batch& b) {
-          return std::make_pair(torch::tensor(b.samples, torch::kInt64),
-                                torch::tensor(b.labels, torch::kInt64));
-        };
-        const Forward forward = [&](const at::Tensor& samples) {
-          return table.index_select(0, samples.remainder(table.size(0)));
-        };
-        results[static_cast<size_t>(rank)] =
-            evaluate(forward, to_device, loader, source->size(), comm);
-      } catch (...) {
-        errors[static_cast<size_t>(rank)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::on_gloo_ranks(world, [&](test::GlooCommunicator& comm) {
+    data::LoaderConfig config;
+    config.batch_size = 3;
+    config.prefetch_batches = 1;
+    config.shuffle = false;
+    config.tail = data::TailPolicy::kPad;
+    config.transform.train = false;
+    config.rank = comm.rank();
+    config.world_size = world;
+    data::Loader loader(source, config);
+    const ToDevice to_device = [](const data::Batch& b) {
+      return std::make_pair(torch::tensor(b.samples, torch::kInt64),
+                            torch::tensor(b.labels, torch::kInt64));
+    };
+    const Forward forward = [&](const at::Tensor& samples) {
+      return table.index_select(0, samples.remainder(table.size(0)));
+    };
+    results[static_cast<size_t>(comm.rank())] =
+        evaluate(forward, to_device, loader, source->size(), comm);
+  });
   for (int rank = 1; rank < world; ++rank) {
     EXPECT_EQ(results[static_cast<size_t>(rank)].samples, results[0].samples);
   }
