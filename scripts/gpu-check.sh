@@ -37,6 +37,7 @@ packages=(
   libgloo-dev                                     # headers c10d's ProcessGroupGloo.hpp includes
   libgtest-dev                                    # the tests (static libraries)
   libstb-dev libstb0 zlib1g-dev zlib1g            # the converters
+  libjpeg62-turbo-dev libjpeg62-turbo             # JPEG samples (runtime/data/jpeg.cpp)
   libxxhash-dev libxxhash0                        # checkpoint checksums
   libprotobuf-dev libprotobuf32 protobuf-compiler libprotoc32  # TensorBoard's event files
   libisal-dev libisal2                            # CRC32C for TensorBoard's records
