@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "data/jpeg.hpp"
 #include "data/rng.hpp"
 
 namespace hpctrain::data {
@@ -65,29 +66,51 @@ struct Tap {
   float f;  // weight of i1
 };
 
-// Bilinear taps (align_corners=False, clamped to the box) for resizing `len` source pixels from
-// `offset` to `out` pixels.
-void taps(int64_t offset, int64_t len, int64_t out, bool flip, std::vector<Tap>& t) {
+// Bilinear taps (align_corners=False) for resizing the `len` source pixels from `offset` to `out`
+// pixels, clamped to the pixels [lo, hi] that hold the box. The box is whole pixels in an image
+// (offset and len integers, lo = offset, hi = offset + len - 1), or sub-pixel in a JPEG decoded at
+// a DCT scale (data/jpeg.hpp).
+void taps(double offset, double len, int64_t lo, int64_t hi, int64_t out, bool flip,
+          std::vector<Tap>& t) {
   t.resize(static_cast<size_t>(out));
-  const double step = static_cast<double>(len) / static_cast<double>(out);
+  const double step = len / static_cast<double>(out);
+  // Relative to lo, so that a whole-pixel box (offset == lo) computes exactly what it always did.
+  const double shift = offset - static_cast<double>(lo);
+  const auto last = static_cast<double>(hi - lo);
   for (int64_t o = 0; o < out; ++o) {
-    double s = (static_cast<double>(o) + 0.5) * step - 0.5;
-    s = std::clamp(s, 0.0, static_cast<double>(len - 1));
+    double s = shift + (static_cast<double>(o) + 0.5) * step - 0.5;
+    s = std::clamp(s, 0.0, last);
     const auto i0 = static_cast<int64_t>(s);
-    const int64_t i1 = std::min(i0 + 1, len - 1);
+    const int64_t i1 = std::min(i0 + 1, hi - lo);
     const int64_t slot = flip ? out - 1 - o : o;
-    t[static_cast<size_t>(slot)] = {offset + i0, offset + i1,
+    t[static_cast<size_t>(slot)] = {lo + i0, lo + i1,
                                     static_cast<float>(s - static_cast<double>(i0))};
   }
 }
 
+// The box to resample, in the source's pixel coordinates, and the pixels that hold it.
+struct ResampleBox {
+  double top, left, height, width;
+  int64_t row_lo, row_hi, col_lo, col_hi;
+};
+
+ResampleBox whole_pixels(int64_t top, int64_t left, int64_t height, int64_t width) {
+  return {static_cast<double>(top),
+          static_cast<double>(left),
+          static_cast<double>(height),
+          static_cast<double>(width),
+          top,
+          top + height - 1,
+          left,
+          left + width - 1};
+}
+
 template <typename SinkT>
-void resample_kernel(const uint8_t* src, int64_t w, int64_t c, int64_t top, int64_t left,
-                     int64_t box_h, int64_t box_w, int64_t out_h, int64_t out_w, bool flip,
-                     const SinkT& sink) {
+void resample_kernel(const uint8_t* src, int64_t w, int64_t c, const ResampleBox& box,
+                     int64_t out_h, int64_t out_w, bool flip, const SinkT& sink) {
   thread_local std::vector<Tap> xt, yt;
-  taps(left, box_w, out_w, flip, xt);
-  taps(top, box_h, out_h, /*flip=*/false, yt);
+  taps(box.left, box.width, box.col_lo, box.col_hi, out_w, flip, xt);
+  taps(box.top, box.height, box.row_lo, box.row_hi, out_h, /*flip=*/false, yt);
   for (int64_t y = 0; y < out_h; ++y) {
     const Tap ty = yt[static_cast<size_t>(y)];
     const uint8_t* r0 = src + ty.i0 * w * c;
@@ -105,6 +128,42 @@ void resample_kernel(const uint8_t* src, int64_t w, int64_t c, int64_t top, int6
 }
 
 }  // namespace
+
+PixelBox random_resized_crop_box(int64_t h, int64_t w, const TransformConfig& config,
+                                 SplitMix64& rng) {
+  // torchvision's RandomResizedCrop.get_params: 10 tries at a random area and log-uniform
+  // aspect ratio, then a center crop clamped to the ratio range.
+  const double area = static_cast<double>(h * w);
+  const double log_lo = std::log(config.min_ratio), log_hi = std::log(config.max_ratio);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * rng.uniform(config.min_scale, config.max_scale);
+    const double ratio = std::exp(rng.uniform(log_lo, log_hi));
+    const auto cw = static_cast<int64_t>(std::lround(std::sqrt(target * ratio)));
+    const auto ch = static_cast<int64_t>(std::lround(std::sqrt(target / ratio)));
+    if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+      const int64_t top = rng.between(0, h - ch);
+      return {top, rng.between(0, w - cw), ch, cw};
+    }
+  }
+  const double in_ratio = static_cast<double>(w) / static_cast<double>(h);
+  int64_t cw = w, ch = h;
+  if (in_ratio < config.min_ratio) {
+    ch = std::lround(static_cast<double>(w) / config.min_ratio);
+  } else if (in_ratio > config.max_ratio) {
+    cw = std::lround(static_cast<double>(h) * config.max_ratio);
+  }
+  return {(h - ch) / 2, (w - cw) / 2, ch, cw};
+}
+
+PixelBox center_crop_box(int64_t h, int64_t w, int64_t out_h, int64_t out_w,
+                         const TransformConfig& config) {
+  const int64_t side = std::min(h, w);
+  const bool downscale = side > std::max(out_h, out_w);
+  const auto crop = downscale ? std::max<int64_t>(1, std::lround(static_cast<double>(side) *
+                                                                 config.center_crop_fraction))
+                              : side;
+  return {(h - crop) / 2, (w - crop) / 2, crop, crop};
+}
 
 Transform::Transform(const TransformConfig& config, const DatasetInfo& info)
     : config_(config),
@@ -168,7 +227,7 @@ void Transform::apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t 
   // Decide the geometry first, then run one fused kernel.
   bool flip = false;
   bool resample = false;
-  Box box{0, 0, h_, w_};
+  PixelBox box{0, 0, h_, w_};
   int64_t dy = 0, dx = 0;
   const Augment mode = config_.train ? config_.augment : Augment::kNone;
   if (mode == Augment::kCropFlip) {
@@ -177,42 +236,13 @@ void Transform::apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t 
     dx = rng.between(0, w_ + 2 * p - out_w_) - p;
     flip = rng.uniform() < config_.flip_probability;
   } else if (mode == Augment::kRandomResizedCrop) {
-    // torchvision's RandomResizedCrop.get_params: 10 tries at a random area and log-uniform
-    // aspect ratio, then a center crop clamped to the ratio range.
-    const double area = static_cast<double>(h_ * w_);
-    const double log_lo = std::log(config_.min_ratio), log_hi = std::log(config_.max_ratio);
-    bool found = false;
-    for (int attempt = 0; attempt < 10 && !found; ++attempt) {
-      const double target = area * rng.uniform(config_.min_scale, config_.max_scale);
-      const double ratio = std::exp(rng.uniform(log_lo, log_hi));
-      const auto cw = static_cast<int64_t>(std::lround(std::sqrt(target * ratio)));
-      const auto ch = static_cast<int64_t>(std::lround(std::sqrt(target / ratio)));
-      if (cw > 0 && cw <= w_ && ch > 0 && ch <= h_) {
-        box = {rng.between(0, h_ - ch), rng.between(0, w_ - cw), ch, cw};
-        found = true;
-      }
-    }
-    if (!found) {
-      const double in_ratio = static_cast<double>(w_) / static_cast<double>(h_);
-      int64_t cw = w_, ch = h_;
-      if (in_ratio < config_.min_ratio) {
-        ch = std::lround(static_cast<double>(w_) / config_.min_ratio);
-      } else if (in_ratio > config_.max_ratio) {
-        cw = std::lround(static_cast<double>(h_) * config_.max_ratio);
-      }
-      box = {(h_ - ch) / 2, (w_ - cw) / 2, ch, cw};
-    }
+    box = random_resized_crop_box(h_, w_, config_, rng);
     flip = rng.uniform() < config_.flip_probability;
     resample = true;
   } else if (out_h_ != h_ || out_w_ != w_) {
     // Evaluation / no augmentation with a different output size: a centered crop of the shorter
     // side (a fraction of it when downscaling) resized to the output.
-    const int64_t side = std::min(h_, w_);
-    const bool downscale = side > std::max(out_h_, out_w_);
-    const auto crop = downscale ? std::max<int64_t>(1, std::lround(static_cast<double>(side) *
-                                                                   config_.center_crop_fraction))
-                                : side;
-    box = {(h_ - crop) / 2, (w_ - crop) / 2, crop, crop};
+    box = center_crop_box(h_, w_, out_h_, out_w_, config_);
     resample = true;
   }
 
@@ -224,30 +254,74 @@ void Transform::apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t 
     std::memcpy(dst, src, static_cast<size_t>(plane * c_));
     return;
   }
-  auto run = [&](const auto& sink) {
+  with_sink(dst, [&](const auto& sink) {
     if (resample) {
-      resample_kernel(src, w_, c_, box.top, box.left, box.height, box.width, out_h_, out_w_, flip,
-                      sink);
+      resample_kernel(src, w_, c_, whole_pixels(box.top, box.left, box.height, box.width), out_h_,
+                      out_w_, flip, sink);
     } else {
       shift_kernel(src, h_, w_, c_, out_h_, out_w_, dy, dx, flip, sink);
     }
-  };
+  });
+}
+
+template <typename Fn>
+void Transform::with_sink(void* dst, Fn&& fn) const {
+  const int64_t plane = out_h_ * out_w_;
   const bool planar = config_.layout == Layout::kNCHW;
   if (config_.output == OutputType::kFloat32) {
     auto* out = static_cast<float*>(dst);
     if (planar) {
-      run(Sink<float, true>{out, plane, c_, scale_.data(), bias_.data()});
+      fn(Sink<float, true>{out, plane, c_, scale_.data(), bias_.data()});
     } else {
-      run(Sink<float, false>{out, plane, c_, scale_.data(), bias_.data()});
+      fn(Sink<float, false>{out, plane, c_, scale_.data(), bias_.data()});
     }
   } else {
     auto* out = static_cast<uint8_t*>(dst);
     if (planar) {
-      run(Sink<uint8_t, true>{out, plane, c_, scale_.data(), bias_.data()});
+      fn(Sink<uint8_t, true>{out, plane, c_, scale_.data(), bias_.data()});
     } else {
-      run(Sink<uint8_t, false>{out, plane, c_, scale_.data(), bias_.data()});
+      fn(Sink<uint8_t, false>{out, plane, c_, scale_.data(), bias_.data()});
     }
   }
+}
+
+void Transform::apply_jpeg(const uint8_t* jpeg, size_t size, uint64_t seed, int64_t epoch,
+                           int64_t index, void* dst) const {
+  SplitMix64 rng(
+      derive_key(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index), kAugmentDomain));
+  const JpegHeader header = read_jpeg_header(jpeg, size);
+  if (header.channels != c_) {
+    HPCTRAIN_THROW(JpegError, "JPEG: " + std::to_string(header.channels) +
+                                  " channels, the dataset's images have " + std::to_string(c_));
+  }
+  // The geometry on the whole image, as torchvision's transforms see it.
+  PixelBox box{0, 0, header.height, header.width};
+  bool flip = false;
+  const Augment mode = config_.train ? config_.augment : Augment::kNone;
+  if (mode == Augment::kRandomResizedCrop) {
+    box = random_resized_crop_box(header.height, header.width, config_, rng);
+    flip = rng.uniform() < config_.flip_probability;
+  } else if (mode == Augment::kCropFlip) {
+    HPCTRAIN_THROW(rt::DataError,
+                   "transform: crop_flip needs images of one size; JPEG samples take "
+                   "random_resized_crop (training) or the center crop (evaluation)");
+  } else {
+    box = center_crop_box(header.height, header.width, out_h_, out_w_, config_);
+  }
+  const DecodedRegion r = decode_region(jpeg, size, box, out_h_, out_w_);
+  // The box in the decoded pixels, and the pixels that hold it.
+  const ResampleBox rb{
+      r.top,
+      r.left,
+      r.height,
+      r.width,
+      std::clamp<int64_t>(static_cast<int64_t>(std::floor(r.top)), 0, r.rows - 1),
+      std::clamp<int64_t>(static_cast<int64_t>(std::ceil(r.top + r.height)) - 1, 0, r.rows - 1),
+      std::clamp<int64_t>(static_cast<int64_t>(std::floor(r.left)), 0, r.cols - 1),
+      std::clamp<int64_t>(static_cast<int64_t>(std::ceil(r.left + r.width)) - 1, 0, r.cols - 1)};
+  with_sink(dst, [&](const auto& sink) {
+    resample_kernel(r.pixels.data(), r.cols, c_, rb, out_h_, out_w_, flip, sink);
+  });
 }
 
 }  // namespace hpctrain::data

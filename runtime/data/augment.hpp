@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "data/format.hpp"
+#include "data/jpeg.hpp"
 #include "spec/choices.hpp"
 
 namespace hpctrain::data {
@@ -43,6 +44,17 @@ struct TransformConfig {
   std::vector<double> mean, std;
 };
 
+class SplitMix64;
+
+// torchvision's RandomResizedCrop.get_params on an h x w image: 10 tries at a random area (scale)
+// and log-uniform aspect ratio, then a center crop clamped to the ratio range.
+PixelBox random_resized_crop_box(int64_t h, int64_t w, const TransformConfig& config,
+                                 SplitMix64& rng);
+// The evaluation crop: a centered square of the shorter side, center_crop_fraction of it when the
+// image is larger than the output (torchvision's Resize(256) + CenterCrop(224)).
+PixelBox center_crop_box(int64_t h, int64_t w, int64_t out_h, int64_t out_w,
+                         const TransformConfig& config);
+
 class Transform {
  public:
   // Throws rt::DataError when the config cannot apply to images of `info`'s shape.
@@ -59,11 +71,17 @@ class Transform {
 
   // src: one H x W x C uint8 image; dst: sample_output_bytes() bytes in the configured layout.
   void apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t index, void* dst) const;
+  // The same for one JPEG sample of any size (data/jpeg.hpp): random_resized_crop (training) or
+  // the center crop (evaluation) chosen on the whole image, only the region it needs decoded,
+  // scaled in the DCT where the output allows. The output size must be set (image_size). Throws
+  // JpegError for a damaged JPEG or one with other channels than the dataset's.
+  void apply_jpeg(const uint8_t* jpeg, size_t size, uint64_t seed, int64_t epoch, int64_t index,
+                  void* dst) const;
 
  private:
-  struct Box {
-    int64_t top, left, height, width;
-  };
+  // Calls fn(sink) with the sink writing dst in the configured layout and type.
+  template <typename Fn>
+  void with_sink(void* dst, Fn&& fn) const;
 
   TransformConfig config_;
   int64_t h_, w_, c_, out_h_, out_w_;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "data/augment.hpp"
 #include "data/rng.hpp"
 
 namespace hpctrain::data {
@@ -200,6 +201,74 @@ TEST(Jpeg, DamagedFilesAreErrorsNotCrashes) {
     if (!error_of(bad).empty()) ++errors;
   }
   EXPECT_GT(errors, 0);
+}
+
+DatasetInfo info_of(int64_t h, int64_t w, int64_t c) {
+  DatasetInfo in;
+  in.num_samples = 1;
+  in.height = h;
+  in.width = w;
+  in.channels = c;
+  in.num_classes = 2;
+  in.mean.assign(static_cast<size_t>(c), 0.25);
+  in.std.assign(static_cast<size_t>(c), 0.5);
+  return in;
+}
+
+// apply_jpeg draws the same crop and flip as apply() on the decoded image (the same random
+// stream), and where no DCT scaling applies it produces the very same output: the JPEG path is
+// the raw path's geometry on the whole image.
+TEST(JpegTransform, SameGeometryAndOutputAsTheDecodedImageWithoutScaling) {
+  const int w = 500, h = 375;
+  const auto jpeg = encode(test_image(w, h, 3), w, h, 3);
+  const auto decoded = full(jpeg);
+  for (const bool train : {true, false}) {
+    TransformConfig cfg;
+    cfg.augment = Augment::kRandomResizedCrop;
+    cfg.train = train;
+    cfg.image_size = 380;  // n = 7 would need a crop of 434 px: taller than the image
+    cfg.layout = Layout::kNHWC;
+    cfg.output = OutputType::kUint8;
+    const Transform t(cfg, info_of(h, w, 3));
+    std::vector<uint8_t> a(t.sample_output_bytes()), b(t.sample_output_bytes());
+    for (int64_t index = 0; index < 20; ++index) {
+      t.apply(decoded.pixels.data(), /*seed=*/11, /*epoch=*/2, index, a.data());
+      t.apply_jpeg(jpeg.data(), jpeg.size(), 11, 2, index, b.data());
+      ASSERT_EQ(a, b) << (train ? "train" : "eval") << " sample " << index;
+    }
+  }
+}
+
+// With DCT scaling the output is the same picture: close to the full-resolution path (the DCT's
+// n/8 scaling filters where bilinear taps alias), never garbage.
+TEST(JpegTransform, DctScaledOutputIsCloseToTheFullResolutionPath) {
+  const int w = 500, h = 375;
+  const auto jpeg = encode(test_image(w, h, 3), w, h, 3);
+  const auto decoded = full(jpeg);
+  TransformConfig cfg;
+  cfg.augment = Augment::kRandomResizedCrop;
+  cfg.image_size = 64;
+  cfg.layout = Layout::kNHWC;
+  cfg.output = OutputType::kUint8;
+  for (const bool train : {true, false}) {
+    cfg.train = train;
+    const Transform t(cfg, info_of(h, w, 3));
+    std::vector<uint8_t> a(t.sample_output_bytes()), b(t.sample_output_bytes());
+    double total = 0;
+    for (int64_t index = 0; index < 20; ++index) {
+      t.apply(decoded.pixels.data(), 3, 0, index, a.data());
+      t.apply_jpeg(jpeg.data(), jpeg.size(), 3, 0, index, b.data());
+      for (size_t i = 0; i < a.size(); ++i) total += std::abs(int(a[i]) - int(b[i]));
+    }
+    EXPECT_LT(total / (20.0 * static_cast<double>(a.size())), 8.0) << (train ? "train" : "eval");
+  }
+  // A JPEG of other channels than the dataset's, and a damaged one, are errors.
+  const Transform gray(cfg, info_of(h, w, 1));
+  std::vector<uint8_t> out(gray.sample_output_bytes());
+  EXPECT_THROW(gray.apply_jpeg(jpeg.data(), jpeg.size(), 3, 0, 0, out.data()), JpegError);
+  const Transform rgb(cfg, info_of(h, w, 3));
+  out.resize(rgb.sample_output_bytes());
+  EXPECT_THROW(rgb.apply_jpeg(jpeg.data(), jpeg.size() / 3, 3, 0, 0, out.data()), JpegError);
 }
 
 }  // namespace
