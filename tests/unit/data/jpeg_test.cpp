@@ -16,9 +16,12 @@
 
 #include "data/augment.hpp"
 #include "data/rng.hpp"
+#include "test_util.hpp"
 
 namespace hpctrain::data {
 namespace {
+
+using testing::info_of;
 
 // A smooth colour image with some texture: what a photo's blocks look like to the DCT.
 std::vector<uint8_t> test_image(int w, int h, int c) {
@@ -201,18 +204,6 @@ TEST(Jpeg, DamagedFilesAreErrorsNotCrashes) {
     if (!error_of(bad).empty()) ++errors;
   }
   EXPECT_GT(errors, 0);
-}
-
-DatasetInfo info_of(int64_t h, int64_t w, int64_t c) {
-  DatasetInfo in;
-  in.num_samples = 1;
-  in.height = h;
-  in.width = w;
-  in.channels = c;
-  in.num_classes = 2;
-  in.mean.assign(static_cast<size_t>(c), 0.25);
-  in.std.assign(static_cast<size_t>(c), 0.5);
-  return in;
 }
 
 // apply_jpeg draws the same crop and flip as apply() on the decoded image (the same random

@@ -6,21 +6,12 @@
 
 #include "common/error.hpp"
 #include "data/augment.hpp"
+#include "test_util.hpp"
 
 namespace hpctrain::data {
 namespace {
 
-DatasetInfo info_of(int64_t h, int64_t w, int64_t c) {
-  DatasetInfo in;
-  in.num_samples = 1;
-  in.height = h;
-  in.width = w;
-  in.channels = c;
-  in.num_classes = 2;
-  in.mean.assign(c, 0.25);
-  in.std.assign(c, 0.5);
-  return in;
-}
+using testing::info_of;
 
 std::vector<uint8_t> image(int64_t h, int64_t w, int64_t c) {
   std::vector<uint8_t> img(h * w * c);
