@@ -7,7 +7,9 @@ work=$(mktemp -d /var/tmp/hpctrain-resume.XXXXXX)
 pids=()
 cleanup() { kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
+# What fail prints after its message: the end of every rank's log.
+fail_context() { local f; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; }
 port() { echo $((20000 + RANDOM % 20000)); }
 spec() {  # spec NAME: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks
   cat > "$work/$1.toml" <<TOML

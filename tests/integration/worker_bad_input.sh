@@ -8,7 +8,7 @@ set -uo pipefail
 worker=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
 
 head -c 4096 /dev/urandom > "$dir/damaged.h5"
 cat > "$dir/spec.toml" <<SPEC

@@ -20,17 +20,17 @@ python3 "$here/make_fixture.py" preempted "$run" || exit 1
 touch "$tmp/file"
 expect 1 "cannot write the report $tmp/file/report.html" "$hpctrain" report "$run" -o "$tmp/file/report.html"
 expect 1 "cannot write the report /proc/hpctrain-report.html" "$hpctrain" report "$run" -o /proc/hpctrain-report.html
-[[ -e $run/report.html ]] && fail "a failed report left $run/report.html"
+[[ -e $run/report.html ]] && check_failed "a failed report left $run/report.html"
 
 # The default output, its path printed.
 expect 0 "^$run/report.html$" "$hpctrain" report "$run"
 page=$run/report.html
-[[ -s $page ]] || fail "no $page"
+[[ -s $page ]] || check_failed "no $page"
 # Exactly the page's own script elements close; the data, with "</script><!--" in the run
 # directory and the node names, cannot close one or open a comment.
 opens=$(grep -o '<script' "$page" | wc -l)
 closes=$(grep -o '</script' "$page" | wc -l)
-[[ $opens == 4 && $closes == 4 ]] || fail "$opens <script and $closes </script in the page, want 4 each"
+[[ $opens == 4 && $closes == 4 ]] || check_failed "$opens <script and $closes </script in the page, want 4 each"
 data=$(python3 - "$page" <<'PY'
 import json, re, sys
 page = open(sys.argv[1], encoding='utf-8').read()
@@ -44,12 +44,12 @@ data = json.loads(text)
 print(data['run_dir'])
 print(data['runs'][0]['attempts'][0]['nodes'])
 PY
-) || fail "report data: $data"
+) || check_failed "report data: $data"
 [[ $data == "$run"$'\n'"node</script><!--<script>window.hacked=1</script>" ]] ||
-  fail "the data does not round-trip: $data"
+  check_failed "the data does not round-trip: $data"
 # Self-contained: uPlot inlined, nothing fetched.
-grep -q 'var uPlot = (function' "$page" || fail "uPlot is not inlined"
-grep -Eq '<(script|link|img)[^>]+(src|href)=' "$page" && fail "the page loads something: $(grep -Eo '<(script|link|img)[^>]+(src|href)=[^>]*' "$page")"
+grep -q 'var uPlot = (function' "$page" || check_failed "uPlot is not inlined"
+grep -Eq '<(script|link|img)[^>]+(src|href)=' "$page" && check_failed "the page loads something: $(grep -Eo '<(script|link|img)[^>]+(src|href)=[^>]*' "$page")"
 # A second report replaces the first.
 expect 0 "report.html" "$hpctrain" report "$run"
 

@@ -17,13 +17,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() {
-  echo "FAIL: $*" >&2
+source "$here/../support/fail.sh"
+# What fail prints after its message: the end of every run's logs and ledger.
+fail_context() {
   local f
   for f in "$work"/*/logs/* "$work"/*/*/logs/* "$work"/*/attempts.jsonl; do
-    [[ -f $f ]] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
+    [[ -f $f ]] && { echo "--- $f"; tail -n 20 "$f"; }
   done
-  exit 1
 }
 
 # write_spec NAME MODE [EXTRA_TOML]: a spec for payload.sh in $work/NAME.toml; prints its path.

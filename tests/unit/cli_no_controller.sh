@@ -31,20 +31,20 @@ for conf in "$tmp/no-such.conf" "$tmp/dead.conf"; do
   # A new run directory (two new parents) is not left behind.
   s=$(spec fresh "$tmp/runs/a/b/fresh")
   expect 1 "$unreachable.*removed $tmp/runs" "$hpctrain" submit "$s"
-  [[ -e $tmp/runs ]] && fail "submit left $tmp/runs behind: $(find "$tmp/runs")"
+  [[ -e $tmp/runs ]] && check_failed "submit left $tmp/runs behind: $(find "$tmp/runs")"
   [[ $SLURM_CONF == */dead.conf ]] && expect 1 "Unable to contact slurm controller" "$hpctrain" submit "$s"
   # A dry run's directory stays, with its spec, after a failed submit.
   s=$(spec drafted "$tmp/drafted")
-  "$hpctrain" submit --dry-run "$s" 2>/dev/null || fail "dry run"
+  "$hpctrain" submit --dry-run "$s" 2>/dev/null || check_failed "dry run"
   expect 1 "$unreachable" "$hpctrain" submit "$s"
-  [[ -f $tmp/drafted/spec.toml && -f $tmp/drafted/job.sbatch ]] || fail "the dry run's directory went"
+  [[ -f $tmp/drafted/spec.toml && -f $tmp/drafted/job.sbatch ]] || check_failed "the dry run's directory went"
   # So does a run with earlier submissions; cancel and status say the same.
   mkdir -p "$tmp/earlier"
   s=$(spec earlier "$tmp/earlier")
-  "$hpctrain" submit --dry-run "$s" 2>/dev/null || fail "dry run"
+  "$hpctrain" submit --dry-run "$s" 2>/dev/null || check_failed "dry run"
   echo '{"job_id":"4711","submitted_at":"2026-11-22T02:48:07Z","array_tasks":0}' > "$tmp/earlier/submissions.jsonl"
   expect 1 "$unreachable" "$hpctrain" submit "$s"
-  [[ $(cat "$tmp/earlier/submissions.jsonl") == *4711* ]] || fail "earlier submissions touched"
+  [[ $(cat "$tmp/earlier/submissions.jsonl") == *4711* ]] || check_failed "earlier submissions touched"
   expect 1 "$unreachable" "$hpctrain" cancel "$tmp/earlier"
   expect 0 "slurm: +unavailable: $unreachable" "$hpctrain" status "$tmp/earlier"
   rm -rf "$tmp/drafted" "$tmp/earlier"
@@ -55,6 +55,6 @@ if [[ ! -e /etc/slurm/slurm.conf ]]; then
   s=$(spec dns "$tmp/dns")
   expect 1 "no Slurm controller was reachable.*Could not establish a configuration source.*SLURM_CONF is not set" \
     "$hpctrain" submit "$s"
-  [[ -e $tmp/dns ]] && fail "submit left $tmp/dns behind"
+  [[ -e $tmp/dns ]] && check_failed "submit left $tmp/dns behind"
 fi
 finish

@@ -45,24 +45,24 @@ env = { A = "$(touch pwned)", B = "`touch pwned`; echo '", C = "a|b&c>d" }
 synthetic = true
 TOML
 expect 0 "" "$hpctrain" render meta.toml -o meta.sbatch
-bash -n meta.sbatch || fail "rendered script is not valid bash"
-grep -q "^export A='\$(touch pwned)'$" meta.sbatch || fail "A not single-quoted: $(grep 'export A' meta.sbatch)"
-[[ ! -e pwned ]] || fail "rendering executed something"
+bash -n meta.sbatch || check_failed "rendered script is not valid bash"
+grep -q "^export A='\$(touch pwned)'$" meta.sbatch || check_failed "A not single-quoted: $(grep 'export A' meta.sbatch)"
+[[ ! -e pwned ]] || check_failed "rendering executed something"
 # Determinism: rendering twice gives identical bytes.
 "$hpctrain" render meta.toml > a.sbatch && "$hpctrain" render meta.toml > b.sbatch
-cmp -s a.sbatch b.sbatch || fail "render is not deterministic"
+cmp -s a.sbatch b.sbatch || check_failed "render is not deterministic"
 # The same spec with --set overrides.
 expect 0 "" "$hpctrain" render meta.toml --set job.nodes=3 -o three.sbatch
-grep -q '^#SBATCH --nodes=3$' three.sbatch || fail "--set job.nodes=3 not rendered"
+grep -q '^#SBATCH --nodes=3$' three.sbatch || check_failed "--set job.nodes=3 not rendered"
 expect 2 "\-\-set job.nodes=zero" "$hpctrain" render meta.toml --set job.nodes=zero
 
 # submit --dry-run writes the run directory without Slurm; while nothing was submitted from it a
 # changed spec replaces the dry run's; once submitted, a different spec is refused.
 sed -i "s|/var/tmp/runs/{name}|$tmp/runs/{name}|" meta.toml
 expect 0 "dry run" "$hpctrain" submit --dry-run --set job.worker=/bin/true meta.toml
-[[ -f runs/meta/spec.toml && -f runs/meta/job.sbatch && -d runs/meta/logs ]] || fail "dry run wrote no run dir"
+[[ -f runs/meta/spec.toml && -f runs/meta/job.sbatch && -d runs/meta/logs ]] || check_failed "dry run wrote no run dir"
 expect 0 "was never submitted; its spec \(from a dry run\) is replaced" "$hpctrain" submit --dry-run --set job.worker=/bin/true --set train.epochs=2 meta.toml
-grep -q '^epochs = 2$' runs/meta/spec.toml || fail "the dry run's spec was not replaced"
+grep -q '^epochs = 2$' runs/meta/spec.toml || check_failed "the dry run's spec was not replaced"
 expect 0 "not submitted" "$hpctrain" status runs/meta
 expect 1 "not a run directory" "$hpctrain" status "$tmp"
 expect 1 "no submitted job" "$hpctrain" cancel runs/meta
@@ -74,7 +74,7 @@ expect 0 "replaced" "$hpctrain" submit --dry-run --force --set job.worker=/bin/t
 for spec in "$source_dir"/configs/*.toml; do
   expect 0 "$(basename "$spec"): ok" "$hpctrain" check --no-path-checks "$spec"
 done
-(( $(ls "$source_dir"/configs/*.toml | wc -l) >= 5 )) || fail "configs/ lost its examples"
+(( $(ls "$source_dir"/configs/*.toml | wc -l) >= 5 )) || check_failed "configs/ lost its examples"
 
 # keys lists every key.
 expect 0 "job.run_dir" "$hpctrain" keys

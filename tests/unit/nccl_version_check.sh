@@ -35,24 +35,24 @@ configure() {
   status=$?
   out=$(tr -s ' \n' '  ' <<<"$out")
 }
-has() { [[ $out == *"$1"* ]] || fail "$2: no '$1' in: $out"; }
+has() { [[ $out == *"$1"* ]] || check_failed "$2: no '$1' in: $out"; }
 
 bad=$((patch + 1))
 header "$tmp/other" "$bad"
 configure other "$tmp/other"
-[[ $status != 0 ]] || fail "configure accepted NCCL $major.$minor.$bad headers for torch's $major.$minor.$patch"
+[[ $status != 0 ]] || check_failed "configure accepted NCCL $major.$minor.$bad headers for torch's $major.$minor.$patch"
 has "NCCL version mismatch: $tmp/other/nccl.h is NCCL $major.$minor.$bad" mismatch
 has "runs with NCCL $major.$minor.$patch" mismatch
 [[ -e $tmp/build-other/build.ninja || -e $tmp/build-other/Makefile ]] \
-  && fail "mismatch: build files were generated"
+  && check_failed "mismatch: build files were generated"
 
 mkdir -p "$tmp/empty"
 configure empty "$tmp/empty"
-[[ $status != 0 ]] || fail "configure accepted a directory without nccl.h"
+[[ $status != 0 ]] || check_failed "configure accepted a directory without nccl.h"
 has "no nccl.h in '$tmp/empty'" missing
 
 header "$tmp/same" "$patch"
 configure same "$tmp/same"
-[[ $status == 0 ]] || fail "configure refused NCCL $major.$minor.$patch headers: $out"
+[[ $status == 0 ]] || check_failed "configure refused NCCL $major.$minor.$patch headers: $out"
 has "NCCL $major.$minor.$patch (torch's), headers from $tmp/same" same
 finish "ok: NCCL headers at torch's version pass, others fail configure"

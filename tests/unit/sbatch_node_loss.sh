@@ -88,7 +88,7 @@ heartbeat_timeout_s = 2
 $toml
 TOML
   "$hpctrain" render "$work/$name.toml" > "$work/$name/job.sbatch" 2> "$work/$name/render.err" ||
-    { fail "$name: render: $(cat "$work/$name/render.err")"; return; }
+    { check_failed "$name: render: $(cat "$work/$name/render.err")"; return; }
   cp "$work/$name.toml" "$work/$name/spec.toml"
   for node in "$@"; do listen "$node"; done
   (cd "$work/$name" && env -i PATH="$work/bin:/usr/bin:/bin" RUN="$work/$name" PLAY="$work/$name/play" \
@@ -102,7 +102,7 @@ TOML
   rm -f "$work"/up-*
 }
 line() { sed -n "${2}p" "$work/$1/attempts.jsonl"; }
-has() { jq -e "$3" <<<"$(line "$1" "$2")" > /dev/null || fail "$1: ledger line $2 is not $3: $(line "$1" "$2")"; }
+has() { jq -e "$3" <<<"$(line "$1" "$2")" > /dev/null || check_failed "$1: ledger line $2 is not $3: $(line "$1" "$2")"; }
 kill_node() { echo "sleep 1.5; kill \$(cat '$work/listener-$1')"; }
 
 FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4"
@@ -113,16 +113,16 @@ mkdir -p "$work/replace/play"
 echo "$(kill_node 127.0.0.3); sleep 60" > "$work/replace/play/srun-1.sh"
 echo 'sleep 0.5; started; sleep 2; exit 0' > "$work/replace/play/srun-2.sh"
 scenario replace 3 'spare_nodes = 1' "${all[@]}"
-[[ $(cat "$work/replace/status") == 0 ]] || fail "replace: script exited $(cat "$work/replace/status"): $(cat "$work/replace/err")"
-grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.4' "$work/replace/srun-1.argv" || fail "replace: first step's nodes: $(cat "$work/replace/srun-1.argv")"
-grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/replace/srun-2.argv" || fail "replace: second step's nodes: $(cat "$work/replace/srun-2.argv")"
-grep -qx -- '--overlap' "$work/replace/srun-2.argv" || fail "replace: the second step does not overlap"
-grep -qx -- '--overlap' "$work/replace/srun-1.argv" && fail "replace: the first step overlaps"
-grep -qx -- '--signal=KILL 4242.0' "$work/replace/scancel.calls" || fail "replace: the step was not killed"
-[[ $(cat "$work/replace/srun-2.env") == "6 0.1" ]] || fail "replace: second step's env: $(cat "$work/replace/srun-2.env")"
+[[ $(cat "$work/replace/status") == 0 ]] || check_failed "replace: script exited $(cat "$work/replace/status"): $(cat "$work/replace/err")"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.4' "$work/replace/srun-1.argv" || check_failed "replace: first step's nodes: $(cat "$work/replace/srun-1.argv")"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/replace/srun-2.argv" || check_failed "replace: second step's nodes: $(cat "$work/replace/srun-2.argv")"
+grep -qx -- '--overlap' "$work/replace/srun-2.argv" || check_failed "replace: the second step does not overlap"
+grep -qx -- '--overlap' "$work/replace/srun-1.argv" && check_failed "replace: the first step overlaps"
+grep -qx -- '--signal=KILL 4242.0' "$work/replace/scancel.calls" || check_failed "replace: the step was not killed"
+[[ $(cat "$work/replace/srun-2.env") == "6 0.1" ]] || check_failed "replace: second step's env: $(cat "$work/replace/srun-2.env")"
 has replace 1 '.reason == "node_lost" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .nodes == "127.0.0.2,127.0.0.3,127.0.0.4" and .step == 0 and .world_size == 6 and (.stop_s | type == "number") and (.recover_s | type == "number") and .detected_by == "slurmd on 127.0.0.3 refused the connection"'
 has replace 2 '.reason == "completed" and .step == 1 and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1" and .exit_status == 0'
-[[ $(wc -l < "$work/replace/attempts.jsonl") == 2 ]] || fail "replace: ledger lines"
+[[ $(wc -l < "$work/replace/attempts.jsonl") == 2 ]] || check_failed "replace: ledger lines"
 
 # noticed: the ranks exit 76 first; the script finds the node lost after the fact.
 mkdir -p "$work/noticed/play"
@@ -138,10 +138,10 @@ mkdir -p "$work/shrink/play"
 echo "$(kill_node 127.0.0.2); sleep 60" > "$work/shrink/play/srun-1.sh"
 echo 'started; sleep 1.5; exit 0' > "$work/shrink/play/srun-2.sh"
 scenario shrink 3 'on_node_loss = "shrink"' 127.0.0.1 127.0.0.2 127.0.0.3
-grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.1' "$work/shrink/srun-1.argv" || fail "shrink: first step's nodes"
-grep -qx -- '--nodelist=127.0.0.3,127.0.0.1' "$work/shrink/srun-2.argv" || fail "shrink: second step's nodes: $(cat "$work/shrink/srun-2.argv")"
-grep -qx -- '--ntasks="4"\|--ntasks=4' "$work/shrink/srun-2.argv" || fail "shrink: second step's tasks: $(cat "$work/shrink/srun-2.argv")"
-[[ $(cat "$work/shrink/srun-2.env") == "4 0.1" ]] || fail "shrink: HPCTRAIN_WORLD_SIZE: $(cat "$work/shrink/srun-2.env")"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.1' "$work/shrink/srun-1.argv" || check_failed "shrink: first step's nodes"
+grep -qx -- '--nodelist=127.0.0.3,127.0.0.1' "$work/shrink/srun-2.argv" || check_failed "shrink: second step's nodes: $(cat "$work/shrink/srun-2.argv")"
+grep -qx -- '--ntasks="4"\|--ntasks=4' "$work/shrink/srun-2.argv" || check_failed "shrink: second step's tasks: $(cat "$work/shrink/srun-2.argv")"
+[[ $(cat "$work/shrink/srun-2.env") == "4 0.1" ]] || check_failed "shrink: HPCTRAIN_WORLD_SIZE: $(cat "$work/shrink/srun-2.env")"
 has shrink 1 '.reason == "node_lost" and .added_nodes == "" and .world_size == 6'
 has shrink 2 '.reason == "completed" and .world_size == 4'
 
@@ -150,16 +150,16 @@ FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4"
 mkdir -p "$work/fallback/play"
 echo "$(kill_node 127.0.0.2); sleep 60" > "$work/fallback/play/srun-1.sh"
 scenario fallback 3 $'spare_nodes = 1\nmax_node_losses = 0' "${all[@]}"
-[[ $(cat "$work/fallback/srun.count") == 1 ]] || fail "fallback: a second step ran"
+[[ $(cat "$work/fallback/srun.count") == 1 ]] || check_failed "fallback: a second step ran"
 has fallback 1 '.reason == "node_lost_requeued" and .lost_nodes == "127.0.0.2" and .added_nodes == "" and .exit_status == 76'
-grep -qx 'requeue 4242' "$work/fallback/scontrol.calls" || fail "fallback: no scontrol requeue"
+grep -qx 'requeue 4242' "$work/fallback/scontrol.calls" || check_failed "fallback: no scontrol requeue"
 
 # gate: 127.0.0.3 has no slurmd from the start.
 mkdir -p "$work/gate/play"
 echo 'sleep 1; exit 0' > "$work/gate/play/srun-1.sh"
 scenario gate 3 'spare_nodes = 1' 127.0.0.1 127.0.0.2 127.0.0.4
-grep -q 'node loss is not watched' "$work/gate/err" || fail "gate: no warning: $(cat "$work/gate/err")"
-grep -q -- '--nodelist' "$work/gate/srun-1.argv" && fail "gate: srun got a node list"
+grep -q 'node loss is not watched' "$work/gate/err" || check_failed "gate: no warning: $(cat "$work/gate/err")"
+grep -q -- '--nodelist' "$work/gate/srun-1.argv" && check_failed "gate: srun got a node list"
 has gate 1 '.reason == "completed"'
 
 finish "node loss: replace, noticed, shrink, fallback, gate"
