@@ -14,34 +14,15 @@ rounds=${ROUNDS:-2}
 steps=${STEPS:-24}
 tmp=$(mktemp -d /var/tmp/hpctrain-bench-stall.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+source "$root/tests/support/synthetic_spec.sh"
 
 run() {  # run async(true|false) round: prints the stall seconds, one per line
   local dir=$tmp/$1-$2
   mkdir -p "$dir"
-  cat > "$dir/spec.toml" <<TOML
-[job]
-name = "stall"
-run_dir = "$dir/run"
-[data]
-synthetic = true
-synthetic_samples = 256
-synthetic_image_size = 32
-workers = 1
-augment = "none"
-[model]
-arch = "resnet50"
-num_classes = 10
-[train]
-max_steps = $steps
-batch_size = 8
-threads = 1
-log_every_steps = 4
-eval_every_epochs = 0
-[checkpoint]
-every_steps = 4
-keep_last = 2
-async = $1
-TOML
+  synthetic_spec job.name=stall job.run_dir="$dir/run" data.synthetic_samples=256 \
+    data.synthetic_image_size=32 data.augment=none model.arch=resnet50 train.max_steps="$steps" \
+    train.batch_size=8 train.threads=1 train.log_every_steps=4 train.eval_every_epochs=0 \
+    checkpoint.every_steps=4 checkpoint.keep_last=2 checkpoint.async="$1" > "$dir/spec.toml"
   env -u SLURM_JOB_ID "$build/bin/hpctrain-worker" --spec "$dir/spec.toml" > "$dir/out.log" 2>&1
   # The final (synchronous, "finished") checkpoint is not part of the comparison.
   sed -nE "/checkpoint step $steps /d

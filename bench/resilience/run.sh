@@ -42,44 +42,18 @@ tag=hmn$(printf '%s' "$(realpath -m "$cluster")" | md5sum | cut -c1-6)
 results=$dir/results.txt
 : > "$results"
 
+source "$repo/tests/support/synthetic_spec.sh"
 die() { echo "bench/resilience: $*" >&2; exit 1; }
 fresh_cluster() { "$mn" restart "$cluster" 4 > "$dir/cluster.log" 2>&1 || die "cluster: $(tail "$dir/cluster.log")"; }
 now() { date +%s.%N; }
 
 spec() {  # NAME: a replace spec; its path
-  cat > "$dir/$1.toml" <<TOML
-[job]
-name = "$1"
-partition = "debug"
-srun_mpi = "pmix"
-nodes = 3
-tasks_per_node = 2
-time = "00:20:00"
-run_dir = "$dir/runs/{name}"
-worker = "$dir/bin/hpctrain-worker"
-[data]
-synthetic = true
-synthetic_samples = 960
-synthetic_image_size = 16
-workers = 1
-[model]
-arch = "resnet20"
-num_classes = 10
-[train]
-epochs = 100
-max_steps = $steps
-batch_size = 8
-log_every_steps = 1
-threads = 1
-[train.schedule]
-name = "constant"
-[checkpoint]
-every_steps = $every
-[preemption]
-signal_lead_s = 60
-[resilience]
-spare_nodes = 1
-TOML
+  synthetic_spec job.name="$1" job.partition=debug job.srun_mpi=pmix job.nodes=3 \
+    job.tasks_per_node=2 job.time=00:20:00 job.run_dir="$dir/runs/{name}" \
+    job.worker="$dir/bin/hpctrain-worker" data.synthetic_samples=960 data.synthetic_image_size=16 \
+    train.epochs=100 train.max_steps="$steps" train.batch_size=8 train.log_every_steps=1 \
+    train.threads=1 train.schedule.name=constant checkpoint.every_steps="$every" \
+    preemption.signal_lead_s=60 resilience.spare_nodes=1 > "$dir/$1.toml"
   echo "$dir/$1.toml"
 }
 step_of() { { jq -r 'select(.kind == "train") | .step' "$1/metrics.jsonl" 2>/dev/null || true; } | tail -n 1; }

@@ -22,6 +22,7 @@ python=${PYTHON:-$(command -v python3)}
 tmp=$(mktemp -d)
 sampler=
 trap '[[ -n $sampler ]] && kill "$sampler" 2>/dev/null; rm -rf "$tmp"' EXIT
+source "$root/tests/support/synthetic_spec.sh"
 steps=${STEPS:-60}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
 threads=${THREADS:-2}
@@ -48,35 +49,15 @@ gpu_figures() {
 ours() {  # ours PRECISION SOURCE(synthetic|hdf5): "IMAGES_PER_S PEAK_RSS_MIB THREADS"
   local data name=ours-$1-$2
   if [[ $2 == synthetic ]]; then
-    data=$'synthetic = true\nsynthetic_samples = 5120\nsynthetic_image_size = 224'
+    data=(data.synthetic_samples=5120 data.synthetic_image_size=224)
   else
-    data="train = \"$tmp/images.h5\""
+    data=(-data.synthetic data.train="$tmp/images.h5")
   fi
-  cat > "$tmp/$name.toml" <<TOML
-[job]
-name = "$name"
-gpus_per_node = 1
-run_dir = "$tmp/run-$name"
-[data]
-$data
-workers = $workers
-augment = "none"
-[model]
-arch = "resnet50"
-num_classes = 1000
-[train]
-max_steps = $steps
-batch_size = 256
-threads = $threads
-precision = "$1"
-channels_last = true
-log_every_steps = 10
-eval_every_epochs = 0
-[checkpoint]
-every_steps = 0
-[preemption]
-enabled = false
-TOML
+  synthetic_spec job.name="$name" job.gpus_per_node=1 job.run_dir="$tmp/run-$name" "${data[@]}" \
+    data.workers="$workers" data.augment=none model.arch=resnet50 model.num_classes=1000 \
+    train.max_steps="$steps" train.batch_size=256 train.threads="$threads" train.precision="$1" \
+    train.channels_last=true train.log_every_steps=10 train.eval_every_epochs=0 \
+    checkpoint.every_steps=0 preemption.enabled=false > "$tmp/$name.toml"
   sample "$name"
   "$build/bin/hpctrain-worker" --spec "$tmp/$name.toml" > "$tmp/$name.log" 2>&1 \
     || { stop_sampling; cat "$tmp/$name.log" >&2; return 1; }

@@ -27,6 +27,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+source "$root/tests/support/synthetic_spec.sh"
 rounds=${ROUNDS:-2}
 epochs=${EPOCHS:-3}
 
@@ -39,34 +40,15 @@ ours_synthetic() {
   local name=$1 arch=$2 stem=$3 size=$4 batch=$5 precision=$6 cl=$7 threads=$8 steps=$9
   local dir=$tmp/$name steps_per_epoch=8
   mkdir -p "$dir"
-  local stem_line=""
-  [[ $arch == resnet18 || $arch == resnet50 ]] && stem_line="stem = \"$stem\""
-  cat > "$dir/spec.toml" <<TOML
-[job]
-name = "$name"
-run_dir = "$dir/run"
-[data]
-synthetic = true
-synthetic_samples = $((batch * steps_per_epoch))
-synthetic_image_size = $size
-workers = 1
-augment = "crop_flip"
-[model]
-arch = "$arch"
-$stem_line
-num_classes = 10
-[train]
-epochs = $(((steps + steps_per_epoch - 1) / steps_per_epoch))
-max_steps = $steps
-batch_size = $batch
-precision = "$precision"
-channels_last = $cl
-threads = $threads
-log_every_steps = 3
-eval_every_epochs = 0
-[checkpoint]
-every_steps = 0
-TOML
+  local stem_key=()
+  [[ $arch == resnet18 || $arch == resnet50 ]] && stem_key=(model.stem="$stem")
+  synthetic_spec job.name="$name" job.run_dir="$dir/run" \
+    data.synthetic_samples=$((batch * steps_per_epoch)) data.synthetic_image_size="$size" \
+    data.augment=crop_flip model.arch="$arch" "${stem_key[@]}" \
+    train.epochs=$(((steps + steps_per_epoch - 1) / steps_per_epoch)) train.max_steps="$steps" \
+    train.batch_size="$batch" train.precision="$precision" train.channels_last="$cl" \
+    train.threads="$threads" train.log_every_steps=3 train.eval_every_epochs=0 \
+    checkpoint.every_steps=0 > "$dir/spec.toml"
   rm -rf "$dir/run"
   env -u SLURM_JOB_ID "$worker" --spec "$dir/spec.toml" > "$dir/out.log" 2> "$dir/err.log"
   # Steady state: the windows after the first (which holds start-up and warm-up).

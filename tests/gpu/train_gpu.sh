@@ -18,32 +18,10 @@ source "$here/gpu_lib.sh"
 source "$here/../integration/resume_lib.sh" "$worker"
 
 gpu_spec() {  # gpu_spec NAME PRECISION CHANNELS_LAST: 3 epochs of 64 steps of 64 images, 32x32
-  cat > "$work/$1.toml" <<TOML
-[job]
-name = "$1"
-tasks_per_node = 1
-gpus_per_node = 1
-run_dir = "$work/$1"
-[data]
-synthetic = true
-synthetic_samples = 4096
-synthetic_image_size = 32
-workers = 4
-[model]
-arch = "resnet20"
-num_classes = 10
-[train]
-epochs = 3
-batch_size = 64
-precision = "$2"
-channels_last = $3
-log_every_steps = 8
-eval_every_epochs = 0
-[train.optimizer]
-lr = 0.05
-[checkpoint]
-every_steps = 50
-TOML
+  synthetic_spec job.name="$1" job.tasks_per_node=1 job.gpus_per_node=1 job.run_dir="$work/$1" \
+    data.synthetic_samples=4096 data.synthetic_image_size=32 data.workers=4 train.epochs=3 \
+    train.batch_size=64 train.precision="$2" train.channels_last="$3" train.log_every_steps=8 \
+    train.eval_every_epochs=0 train.optimizer.lr=0.05 checkpoint.every_steps=50 > "$work/$1.toml"
 }
 
 describe=$(env -u SLURM_JOB_ID "$worker" --describe-env 2>&1)

@@ -23,30 +23,16 @@ source "$here/resume_lib.sh" "$1"
 export HPCTRAIN_FP16_ON_CPU=1 HPCTRAIN_FP16_INIT_SCALE=16777216 HPCTRAIN_FP16_GROWTH_INTERVAL=3
 
 make_spec() {  # make_spec NAME RUN_DIR CONFIG
-  local model
+  local -a config
   if [[ $3 == alexnet ]]; then
-    model=$'arch = "alexnet"\n[data]\nsynthetic = true\nsynthetic_samples = 128\nsynthetic_image_size = 64\nworkers = 1\n[train]\nprecision = "fp32"'
+    config=(model.arch=alexnet data.synthetic_samples=128 data.synthetic_image_size=64
+            train.precision=fp32)
   else
-    model=$'arch = "resnet20"\n[data]\nsynthetic = true\nsynthetic_samples = 256\nsynthetic_image_size = 16\nworkers = 1\n[train]\nprecision = "fp16"'
+    config=(data.synthetic_samples=256 data.synthetic_image_size=16 train.precision=fp16)
   fi
-  cat > "$work/$1.toml" <<TOML
-[job]
-name = "$1"
-tasks_per_node = 2
-run_dir = "$2"
-[model]
-num_classes = 10
-$model
-epochs = 2
-batch_size = 8
-threads = 1
-log_every_steps = 1
-eval_every_epochs = 0
-[train.optimizer]
-lr = 0.02
-[checkpoint]
-every_steps = 0
-TOML
+  synthetic_spec job.name="$1" job.tasks_per_node=2 job.run_dir="$2" "${config[@]}" \
+    train.epochs=2 train.batch_size=8 train.threads=1 train.log_every_steps=1 \
+    train.eval_every_epochs=0 train.optimizer.lr=0.02 checkpoint.every_steps=0 > "$work/$1.toml"
 }
 
 declare -A pieces_of finger_of base_of

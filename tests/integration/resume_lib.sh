@@ -8,34 +8,15 @@ pids=()
 cleanup() { kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../support/synthetic_spec.sh"
 # What fail prints after its message: the end of every rank's log.
 fail_context() { local f; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; }
 port() { echo $((20000 + RANDOM % 20000)); }
 spec() {  # spec NAME: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks
-  cat > "$work/$1.toml" <<TOML
-[job]
-name = "$1"
-tasks_per_node = 2
-run_dir = "$work/$1"
-[data]
-synthetic = true
-synthetic_samples = 1024
-synthetic_image_size = 16
-workers = 1
-[model]
-arch = "resnet20"
-num_classes = 10
-[train]
-epochs = 2
-batch_size = 16
-threads = 1
-log_every_steps = 4
-eval_every_epochs = 0
-[train.optimizer]
-lr = 0.05
-[checkpoint]
-every_steps = 5
-TOML
+  synthetic_spec job.name="$1" job.tasks_per_node=2 job.run_dir="$work/$1" \
+    data.synthetic_samples=1024 data.synthetic_image_size=16 train.epochs=2 train.batch_size=16 \
+    train.threads=1 train.log_every_steps=4 train.eval_every_epochs=0 train.optimizer.lr=0.05 \
+    checkpoint.every_steps=5 > "$work/$1.toml"
 }
 
 # launch NAME RANKS LOG: starts RANKS worker processes (torchrun's variables) in the background;

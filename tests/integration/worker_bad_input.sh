@@ -9,6 +9,7 @@ worker=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../support/synthetic_spec.sh"
 
 head -c 4096 /dev/urandom > "$dir/damaged.h5"
 cat > "$dir/spec.toml" <<SPEC
@@ -34,23 +35,9 @@ grep -Eq "^\[$(hostname)\] world\.cpp:[0-9]+: .*SLURM_PROCID" <<<"$out" \
   || fail "no '[host] world.cpp:line: ... SLURM_PROCID' line"
 # A run directory whose tensorboard/ cannot be made: the worker stops at the start, naming it
 # (as for metrics.jsonl).
-cat > "$dir/tb.toml" <<SPEC
-[job]
-name = "bad-tensorboard"
-run_dir = "$dir/tb-run"
-[data]
-synthetic = true
-synthetic_samples = 64
-synthetic_image_size = 16
-workers = 1
-[model]
-arch = "resnet20"
-num_classes = 10
-[train]
-epochs = 1
-batch_size = 16
-threads = 1
-SPEC
+small=(data.synthetic_samples=64 data.synthetic_image_size=16 train.epochs=1 train.batch_size=16
+       train.threads=1)
+synthetic_spec job.name=bad-tensorboard job.run_dir="$dir/tb-run" "${small[@]}" > "$dir/tb.toml"
 mkdir -p "$dir/tb-run" && touch "$dir/tb-run/tensorboard"
 out=$(env -u SLURM_JOB_ID "$worker" --spec "$dir/tb.toml" 2>&1)
 status=$?
@@ -63,8 +50,8 @@ grep -q "step 1/" <<<"$out" && fail "trained without its tensorboard/ folder"
 # A GPU job on a rank without a usable GPU (this machine; or a CPU build) is an error naming the
 # rank, the host, what the driver and CUDA say and the driver the build needs: never a silent
 # training run on the CPU.
-sed -e 's/^name = "bad-tensorboard"/name = "gpu-without-gpu"\ngpus_per_node = 1/' \
-    -e "s|$dir/tb-run|$dir/gpu-run|" "$dir/tb.toml" > "$dir/gpu.toml"
+synthetic_spec job.name=gpu-without-gpu job.gpus_per_node=1 job.run_dir="$dir/gpu-run" \
+  "${small[@]}" > "$dir/gpu.toml"
 describe=$(env -u SLURM_JOB_ID "$worker" --spec "$dir/gpu.toml" --describe-env 2>&1)
 echo "$describe"
 if [[ $(jq -r .backend <<<"$describe") == nccl ]]; then

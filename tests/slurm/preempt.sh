@@ -13,36 +13,15 @@
 # loads in a browser and draws every attempt and checkpoint.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
+source "$here/../support/synthetic_spec.sh"
 : "${WORKER:?}"
 
 spec() {  # spec NAME
-  cat > "$work/$1.toml" <<TOML
-[job]
-name = "$1"
-profile = "local"
-tasks_per_node = 2
-time = "00:20:00"
-run_dir = "$work/{name}"
-worker = "$WORKER"
-[data]
-synthetic = true
-synthetic_samples = 2048
-synthetic_image_size = 16
-workers = 1
-[model]
-arch = "resnet20"
-num_classes = 10
-[train]
-epochs = 1
-batch_size = 16
-log_every_steps = 4
-eval_every_epochs = 0
-[checkpoint]
-every_steps = 4
-[preemption]
-signal_lead_s = 60
-max_restarts = 5
-TOML
+  synthetic_spec job.name="$1" job.profile=local job.tasks_per_node=2 job.time=00:20:00 \
+    job.run_dir="$work/{name}" job.worker="$WORKER" data.synthetic_samples=2048 \
+    data.synthetic_image_size=16 train.epochs=1 train.batch_size=16 train.log_every_steps=4 \
+    train.eval_every_epochs=0 checkpoint.every_steps=4 preemption.signal_lead_s=60 \
+    preemption.max_restarts=5 > "$work/$1.toml"
 }
 
 fingerprints() {  # fingerprints LOG: the distinct final-weight fingerprints in LOG

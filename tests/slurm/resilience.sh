@@ -18,6 +18,7 @@
 # Needs HPCTRAIN, WORKER, HPCTRAIN_MN_SCRIPT and SLURM_CONF (DIR/slurm.conf of the cluster to start).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
+source "$here/../support/synthetic_spec.sh"
 : "${WORKER:?}" "${HPCTRAIN_MN_SCRIPT:?}"
 cluster=$(dirname "$SLURM_CONF")
 trap 'cleanup; "$HPCTRAIN_MN_SCRIPT" stop "$cluster" >/dev/null 2>&1' EXIT
@@ -34,43 +35,19 @@ fresh_cluster() {
     fail "cluster start: $(tail -n 20 "$work/cluster.log")"
 }
 
-# spec NAME NODES [RESILIENCE_TOML] [TRAIN_TOML]: a spec in $work/NAME.toml; its path.
+# spec NAME NODES [KEY=VALUE | -KEY]...: a spec in $work/NAME.toml, these defaults changed as
+# synthetic_spec's arguments say; its path.
 spec() {
-  cat > "$work/$1.toml" <<TOML
-[job]
-name = "$1"
-partition = "debug"
-srun_mpi = "pmix"
-nodes = $2
-tasks_per_node = 2
-time = "00:20:00"
-run_dir = "$work/{name}"
-worker = "$WORKER"
-[data]
-synthetic = true
-synthetic_samples = 960
-workers = 1
-[model]
-arch = "resnet20"
-num_classes = 10
-[train]
-batch_size = 8
-log_every_steps = 1
-threads = 1
-rendezvous_timeout_s = 120
-${4:-epochs = 10
-max_steps = 200}
-[train.schedule]
-name = "constant"
-[checkpoint]
-every_steps = ${5:-10}
-[preemption]
-signal_lead_s = 60
-[resilience]
-${3:-spare_nodes = 1}
-TOML
-  "$HPCTRAIN" check "$work/$1.toml" > /dev/null || fail "check $1: $("$HPCTRAIN" check "$work/$1.toml" 2>&1)"
-  echo "$work/$1.toml"
+  local name=$1 nodes=$2; shift 2
+  synthetic_spec job.name="$name" job.partition=debug job.srun_mpi=pmix job.nodes="$nodes" \
+    job.tasks_per_node=2 job.time=00:20:00 job.run_dir="$work/{name}" job.worker="$WORKER" \
+    data.synthetic_samples=960 train.batch_size=8 train.log_every_steps=1 train.threads=1 \
+    train.rendezvous_timeout_s=120 train.epochs=10 train.max_steps=200 \
+    train.schedule.name=constant checkpoint.every_steps=10 preemption.signal_lead_s=60 \
+    resilience.spare_nodes=1 "$@" > "$work/$name.toml"
+  "$HPCTRAIN" check "$work/$name.toml" > /dev/null ||
+    fail "check $name: $("$HPCTRAIN" check "$work/$name.toml" 2>&1)"
+  echo "$work/$name.toml"
 }
 
 # last_step RUN: the newest step in metrics.jsonl (a train record each step), 0 before the first.
@@ -131,11 +108,14 @@ check_replaced() {
     "$run/attempts.jsonl" > /dev/null || fail "$name: ledger is not one node loss then completion"
   "$HPCTRAIN" status "$run" > "$work/$name.status" || fail "$name: status"
   grep -q "node lost: *$lost" "$work/$name.status" || fail "$name: status: $(cat "$work/$name.status")"
-  # Steps redone: those the first step took after the checkpoint the second resumed from.
+  # Steps redone: those the first step took after the checkpoint the second resumed from. The
+  # first step's last train line is the last one before the second step's "started" record (a
+  # loss right after a checkpoint redoes none, and the steps then go on without a repeat).
   local resumed reached
   resumed=$(jq -r 'select(.kind == "started" and .tag == "0.1") | .resumed_from' "$run/metrics.jsonl")
-  reached=$(jq -r 'select(.kind == "train") | .step' "$run/metrics.jsonl" | awk -v r="$resumed" '
-    $1 <= prev {exit} {prev = $1} END {print prev}')
+  reached=$(jq -r 'if .kind == "started" and .tag == "0.1" then "resumed"
+                   elif .kind == "train" then .step else empty end' "$run/metrics.jsonl" |
+    awk '$1 == "resumed" {exit} {prev = $1} END {print prev}')
   [[ $resumed =~ ^[0-9]+$ && $reached =~ ^[0-9]+$ ]] || fail "$name: resumed '$resumed' reached '$reached'"
   echo "$name: resumed from step $resumed after reaching $reached: $((reached - resumed)) steps redone"
   (( reached - resumed <= every )) || fail "$name: $((reached - resumed)) steps redone, more than a checkpoint interval"
@@ -165,7 +145,8 @@ new_r0=$(rank0_node "$work/cut")
 # Shrink: three nodes, no spare; the lost node's place is not filled. Checkpoints every 7 steps so
 # the resumed position is inside an epoch; three epochs, whatever the step count per epoch.
 fresh_cluster 3
-shrink_spec=$(spec shrink 3 'on_node_loss = "shrink"' 'epochs = 3' 7)
+shrink_spec=$(spec shrink 3 -resilience.spare_nodes resilience.on_node_loss=shrink train.epochs=3 \
+  -train.max_steps checkpoint.every_steps=7)
 # Every rank traces its batches (sbatch passes the submitter's environment on).
 lost=$(HPCTRAIN_TRACE_SAMPLES=$work/shrink/trace run_with_loss shrink "$shrink_spec" "$shrink_at" kill other) ||
   exit 1
@@ -207,7 +188,7 @@ PY
 # No way on in the allocation (max_node_losses = 0): the script stops the step at once, records
 # node_lost_requeued and requeues the job, as without resilience but without the wait.
 fresh_cluster 4
-fallback_spec=$(spec fallback 3 $'spare_nodes = 1\nmax_node_losses = 0')
+fallback_spec=$(spec fallback 3 resilience.max_node_losses=0)
 lost=$(run_with_loss fallback "$fallback_spec" 20 kill other) || exit 1
 run=$work/fallback
 echo "--- fallback ledger"; cat "$run/attempts.jsonl"
