@@ -12,7 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
 # run_dir DIR JOB_ID [ARRAY_TASKS]: a submitted run directory of 2 nodes x 2 ranks.
 run_dir() {
   mkdir -p "$1/logs"
-  printf '[job]\nnodes = 2\ntasks_per_node = 2\n[train]\nepochs = 3\n' > "$1/spec.toml"
+  # A frozen spec as spec::load reads it (what logs and list use).
+  printf '[job]\nname = "r"\nrun_dir = "%s"\nnodes = 2\ntasks_per_node = 2\n[data]\nsynthetic = true\n[train]\nepochs = 3\n' \
+    "$1" > "$1/spec.toml"
   echo '#!/bin/bash' > "$1/job.sbatch"
   printf '{"job_id":"%s","submitted_at":"2026-11-22T02:48:07Z","array_tasks":%d}\n' "$2" "${3:-0}" \
     > "$1/submissions.jsonl"
@@ -93,7 +95,8 @@ expect 2 "--task 2: job array 5000 has tasks 0\\.\\.1" "$hpctrain" logs --task 2
 # A dry run (never submitted) and a folder that is not a run.
 d=$tmp/root/drafted
 mkdir -p "$d" "$tmp/root/not-a-run/logs"
-printf '[train]\nmax_steps = 900\n' > "$d/spec.toml" && echo '#!/bin/bash' > "$d/job.sbatch"
+printf '[job]\nname = "d"\nrun_dir = "%s"\n[data]\nsynthetic = true\n[train]\nmax_steps = 900\n' "$d" \
+  > "$d/spec.toml" && echo '#!/bin/bash' > "$d/job.sbatch"
 expect 1 "never submitted" "$hpctrain" logs "$d"
 
 # list: every run under ROOT (names relative to it), Slurm unreachable: said once, exit 0.
@@ -177,4 +180,17 @@ json=$("$hpctrain" status --json "$q" 2>/dev/null) || check_failed "status --jso
 [[ $("$hpctrain" status "$r" 2>&1) == *"node los"* ]] && check_failed "status of a run without node losses mentions them"
 [[ $("$hpctrain" status --json "$r" 2>/dev/null | jq -c '[.node_losses, .node_losses_recovered]') == "[[],0]" ]] ||
   check_failed "status --json without node losses"
+# A frozen spec that does not load is said, not ignored: list names it (and shows the rest),
+# logs --rank says it cannot check the rank and prints the log.
+b=$tmp/broken/run
+run_dir "$b" 14
+printf '[train\n' > "$b/spec.toml"
+echo "[rank 1/4 n1] a line" > "$b/logs/slurm-14.out"
+"$hpctrain" list "$tmp/broken" > "$tmp/broken.out" 2> "$tmp/broken.err" || check_failed "list of a broken spec failed"
+grep -q "list: run: its spec does not load (progress totals unknown): $b/spec.toml" "$tmp/broken.err" ||
+  check_failed "list does not name the broken spec: $(cat "$tmp/broken.err")"
+[[ $(grep -c '^run ' "$tmp/broken.out") == 1 ]] || check_failed "list drops the run with a broken spec"
+[[ $("$hpctrain" list --json "$tmp/broken" 2>/dev/null | jq -r '.runs[0].spec_error') == "$b/spec.toml"* ]] ||
+  check_failed "list --json spec_error"
+expect 0 "cannot check --rank 1 against the run's ranks: $b/spec.toml.*a line" "$hpctrain" logs --rank 1 "$b"
 finish
