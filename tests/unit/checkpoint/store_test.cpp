@@ -15,7 +15,7 @@
 #include "payload.hpp"
 #include "spec/spec.hpp"
 #include "support/temp_dir.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::checkpoint {
 namespace {

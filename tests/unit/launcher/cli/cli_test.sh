@@ -8,7 +8,7 @@ source_dir=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../../support/expect.sh"
 
 expect 0 "hpctrain 0" "$hpctrain" --version
 expect 2 "required" "$hpctrain" check

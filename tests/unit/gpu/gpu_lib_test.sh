@@ -7,8 +7,8 @@
 #   gpu_lib_test.sh   (needs jq)
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-gpu=$here/../gpu
-source "$here/../support/expect.sh"
+gpu=$here/../../gpu
+source "$here/../../support/expect.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

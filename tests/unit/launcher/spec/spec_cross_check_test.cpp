@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::spec {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "report/report.hpp"
 #include "run/run_dir.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::report {
 namespace {

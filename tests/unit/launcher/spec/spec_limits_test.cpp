@@ -2,8 +2,8 @@
 // added there gets its tests without anyone writing them: for each number with a bound, the bound
 // is accepted and a value just past it is refused with an error naming the key and its range; for
 // each choice, every allowed value is accepted and an unknown one refused with the allowed list.
-// The bounds themselves are pinned by tests/unit/golden/spec-limits.txt, so changing one is a
-// reviewed diff (HPCTRAIN_UPDATE_GOLDENS=1 rewrites it).
+// The bounds themselves are pinned by tests/unit/launcher/golden/spec-limits.txt, so changing one
+// is a reviewed diff (HPCTRAIN_UPDATE_GOLDENS=1 rewrites it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "spec/document.hpp"
 #include "spec/literal.hpp"
 #include "spec/schema.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::spec {
 namespace {
@@ -205,7 +205,8 @@ TEST(SpecLimits, LimitsMatchTheGolden) {
     if (!f.choices.empty())
       text += std::string(f.path) + " one of " + std::string(f.choices) + "\n";
   }
-  const auto golden = test::source_dir() / "tests" / "unit" / "golden" / "spec-limits.txt";
+  const auto golden =
+      test::source_dir() / "tests" / "unit" / "launcher" / "golden" / "spec-limits.txt";
   if (std::getenv("HPCTRAIN_UPDATE_GOLDENS")) test::write_text(golden, text);
   EXPECT_EQ(test::read_text(golden), text)
       << "a key's limits changed; HPCTRAIN_UPDATE_GOLDENS=1 rewrites " << golden;

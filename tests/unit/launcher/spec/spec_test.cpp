@@ -6,7 +6,7 @@
 
 #include "spec/keys.hpp"
 #include "spec/schema.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::spec {
 namespace {

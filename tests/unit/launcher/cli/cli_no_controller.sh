@@ -8,7 +8,7 @@ set -uo pipefail
 hpctrain=$1 payload=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../../support/expect.sh"
 
 spec() {  # spec NAME RUN_DIR [EXTRA]
   cat > "$tmp/$1.toml" <<TOML

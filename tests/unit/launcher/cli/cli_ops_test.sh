@@ -7,7 +7,7 @@ hpctrain=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export SLURM_CONF=$tmp/no-such-slurm.conf
-source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../../support/expect.sh"
 
 # run_dir DIR JOB_ID [ARRAY_TASKS]: a submitted run directory of 2 nodes x 2 ranks.
 run_dir() {

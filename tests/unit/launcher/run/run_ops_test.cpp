@@ -12,7 +12,7 @@
 #include "run/run_dir.hpp"
 #include "run/trend.hpp"
 #include "slurm/client.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::run {
 namespace {

@@ -7,7 +7,7 @@
 #   nccl_version_check.sh SOURCE_DIR PYTHON CMAKE GENERATOR
 set -uo pipefail
 src=$1 python=$2 cmake=$3 generator=$4
-source "$(dirname "${BASH_SOURCE[0]}")/../support/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../support/expect.sh"
 
 nvcc=${CUDACXX:-$(command -v nvcc || true)}
 [[ -z $nvcc && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc

@@ -15,7 +15,7 @@
 #             --nodelist.
 #   sbatch_node_loss.sh HPCTRAIN
 hpctrain=$1
-source "$(dirname "$0")/../support/expect.sh"
+source "$(dirname "$0")/../../../support/expect.sh"
 work=$(mktemp -d)
 listeners=()
 trap 'kill "${listeners[@]}" 2>/dev/null; rm -rf "$work"' EXIT

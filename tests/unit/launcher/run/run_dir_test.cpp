@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "run/run_dir.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::run {
 namespace {

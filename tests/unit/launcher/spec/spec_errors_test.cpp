@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::spec {
 namespace {

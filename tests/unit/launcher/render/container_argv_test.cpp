@@ -9,7 +9,7 @@
 #include "common/process.hpp"
 #include "render/render.hpp"
 #include "spec/literal.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::render {
 namespace {

@@ -8,7 +8,7 @@
 #include "common/process.hpp"
 #include "render/render.hpp"
 #include "spec/literal.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace hpctrain::render {
 namespace {
@@ -32,9 +32,9 @@ common::CommandResult bash(const std::vector<std::string>& args) {
   return common::run_command(argv, 30s);
 }
 
-// Goldens: tests/unit/golden/NAME.sbatch. HPCTRAIN_UPDATE_GOLDENS=1 rewrites them.
+// Goldens: tests/unit/launcher/golden/NAME.sbatch. HPCTRAIN_UPDATE_GOLDENS=1 rewrites them.
 void expect_golden(const std::string& golden, const std::string& script) {
-  const auto path = source_dir() / "tests" / "unit" / "golden" / golden;
+  const auto path = source_dir() / "tests" / "unit" / "launcher" / "golden" / golden;
   if (std::getenv("HPCTRAIN_UPDATE_GOLDENS")) write_text(path, script);
   EXPECT_EQ(read_text(path), script)
       << "golden " << path << " differs; HPCTRAIN_UPDATE_GOLDENS=1 rewrites it";
