@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "mem_env.hpp"
 #include "payload.hpp"
+#include "support/error_text.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hpctrain::checkpoint {
@@ -53,14 +54,7 @@ class Umask {
   mode_t old_;
 };
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const rt::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using hpctrain::test::message_of;
 
 TEST(CheckpointPermissions, DirectoryWritableByOthersIsRefused) {
   hpctrain::test::TempDir tmp;

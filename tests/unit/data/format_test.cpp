@@ -14,6 +14,7 @@
 #include "data/format.hpp"
 #include "data/h5.hpp"
 #include "data/source.hpp"
+#include "support/error_text.hpp"
 #include "test_util.hpp"
 
 namespace hpctrain::data {
@@ -60,12 +61,7 @@ void set_fixed_strings(hid_t file, const char* name, const std::vector<std::stri
 
 // The rt::DatasetFormatError message (without the rank/file:line prefix) `what` throws, or "".
 std::string format_error(const std::function<void()>& what) {
-  try {
-    what();
-  } catch (const rt::DatasetFormatError& e) {
-    return e.message();
-  }
-  return "";
+  return hpctrain::test::bare_message_of<rt::DatasetFormatError>(what);
 }
 
 TEST(Format, ReadHeaderDescribesWhatTheWriterWrote) {

@@ -20,6 +20,7 @@
 #include "model/model.hpp"
 #include "model/unpickler.hpp"
 #include "model/weights.hpp"
+#include "support/error_text.hpp"
 
 namespace hpctrain::model {
 namespace {
@@ -89,14 +90,7 @@ void expect_identical(const StateDict& a, const StateDict& b) {
   }
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const rt::Error& e) {
-    return e.what();
-  }
-  return "(no rt::Error)";
-}
+using hpctrain::test::message_of;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
