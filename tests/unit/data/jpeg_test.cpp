@@ -262,5 +262,42 @@ TEST(JpegTransform, DctScaledOutputIsCloseToTheFullResolutionPath) {
   EXPECT_THROW(rgb.apply_jpeg(jpeg.data(), jpeg.size() / 3, 3, 0, 0, out.data()), JpegError);
 }
 
+// Every geometry the transforms can meet, at random: tiny and odd images, grayscale and colour,
+// outputs smaller and larger than the crop, training and evaluation. Each sample decodes and
+// resamples within its buffers (the sanitizer build runs this too) and, where the same crop of
+// the decoded image needs no DCT scaling, gives the raw path's bytes.
+TEST(JpegTransform, RandomGeometriesStayInBoundsAndAgreeWithTheRawPath) {
+  SplitMix64 rng(2026);
+  int compared = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const auto w = static_cast<int>(1 + rng.below(300));
+    const auto h = static_cast<int>(1 + rng.below(300));
+    const int c = rng.below(2) == 0 ? 1 : 3;
+    const auto jpeg = encode(test_image(w, h, c), w, h, c);
+    const auto decoded = full(jpeg);
+    TransformConfig cfg;
+    cfg.augment = Augment::kRandomResizedCrop;
+    cfg.train = rng.below(2) == 0;
+    cfg.image_size = static_cast<int64_t>(1 + rng.below(160));
+    cfg.layout = rng.below(2) == 0 ? Layout::kNHWC : Layout::kNCHW;
+    cfg.output = rng.below(2) == 0 ? OutputType::kUint8 : OutputType::kFloat32;
+    const Transform t(cfg, info_of(h, w, c));
+    std::vector<uint8_t> a(t.sample_output_bytes()), b(t.sample_output_bytes());
+    for (int64_t index = 0; index < 4; ++index) {
+      SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h) + "x" + std::to_string(c) + " out " +
+                   std::to_string(cfg.image_size) + (cfg.train ? " train" : " eval") + " sample " +
+                   std::to_string(index));
+      t.apply_jpeg(jpeg.data(), jpeg.size(), 5, 1, index, b.data());
+      // No DCT scaling can apply when the image is at most 8/7 of the output.
+      if (std::min(w, h) * 7 < cfg.image_size * 8) {
+        t.apply(decoded.pixels.data(), 5, 1, index, a.data());
+        ASSERT_EQ(a, b);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
 }  // namespace
 }  // namespace hpctrain::data
