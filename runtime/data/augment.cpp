@@ -156,9 +156,9 @@ PixelBox random_resized_crop_box(int64_t h, int64_t w, const TransformConfig& co
 }
 
 PixelBox center_crop_box(int64_t h, int64_t w, int64_t out_h, int64_t out_w,
-                         const TransformConfig& config) {
+                         const TransformConfig& config, bool fraction_always) {
   const int64_t side = std::min(h, w);
-  const bool downscale = side > std::max(out_h, out_w);
+  const bool downscale = fraction_always || side > std::max(out_h, out_w);
   const auto crop = downscale ? std::max<int64_t>(1, std::lround(static_cast<double>(side) *
                                                                  config.center_crop_fraction))
                               : side;
@@ -242,7 +242,7 @@ void Transform::apply(const uint8_t* src, uint64_t seed, int64_t epoch, int64_t 
   } else if (out_h_ != h_ || out_w_ != w_) {
     // Evaluation / no augmentation with a different output size: a centered crop of the shorter
     // side (a fraction of it when downscaling) resized to the output.
-    box = center_crop_box(h_, w_, out_h_, out_w_, config_);
+    box = center_crop_box(h_, w_, out_h_, out_w_, config_, /*fraction_always=*/false);
     resample = true;
   }
 
@@ -306,7 +306,10 @@ void Transform::apply_jpeg(const uint8_t* jpeg, size_t size, uint64_t seed, int6
                    "transform: crop_flip needs images of one size; JPEG samples take "
                    "random_resized_crop (training) or the center crop (evaluation)");
   } else {
-    box = center_crop_box(header.height, header.width, out_h_, out_w_, config_);
+    // torchvision's geometry whatever the image's size: Resize(256) + CenterCrop(224) keeps
+    // 224/256 of the shorter side of a small image too.
+    box = center_crop_box(header.height, header.width, out_h_, out_w_, config_,
+                          /*fraction_always=*/true);
   }
   const DecodedRegion r = decode_region(jpeg, size, box, out_h_, out_w_);
   // The box in the decoded pixels, and the pixels that hold it.

@@ -51,9 +51,11 @@ class SplitMix64;
 PixelBox random_resized_crop_box(int64_t h, int64_t w, const TransformConfig& config,
                                  SplitMix64& rng);
 // The evaluation crop: a centered square of the shorter side, center_crop_fraction of it when the
-// image is larger than the output (torchvision's Resize(256) + CenterCrop(224)).
+// image is larger than the output or `fraction_always` (torchvision's Resize(256) +
+// CenterCrop(224), which the JPEG path follows for every image; the raw path keeps a small
+// image's whole shorter side).
 PixelBox center_crop_box(int64_t h, int64_t w, int64_t out_h, int64_t out_w,
-                         const TransformConfig& config);
+                         const TransformConfig& config, bool fraction_always);
 
 class Transform {
  public:
