@@ -1,9 +1,11 @@
 #include "data/jpeg.hpp"
 
-// jpeglib.h needs size_t and FILE declared first.
-#include <jpeglib.h>
 #include <csetjmp>
+#include <cstddef>
 #include <cstdio>
+
+// jpeglib.h needs size_t and FILE declared first: its own block, after them.
+#include <jpeglib.h>
 
 #include <algorithm>
 #include <cmath>

@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <jpeglib.h>
-#include <csetjmp>
+#include <cstddef>
 #include <cstdio>
+
+// After size_t and FILE, which it needs.
+#include <jpeglib.h>
 
 #include <cmath>
 #include <cstdint>
