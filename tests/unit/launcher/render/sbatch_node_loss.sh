@@ -13,6 +13,8 @@
 #   fallback  max_node_losses = 0: node_lost_requeued and scontrol requeue;
 #   gate      a node's slurmd unreachable from the start: nothing is watched, srun gets no
 #             --nodelist.
+#   term      TERM (scancel) while the script is still setting up: no step starts, the attempt
+#             is recorded as terminated.
 #   sbatch_node_loss.sh HPCTRAIN
 hpctrain=$1
 source "$(dirname "$0")/../../../support/expect.sh"
@@ -43,7 +45,16 @@ while True:
 cat > "$work/bin/scontrol" <<SH
 #!/bin/bash
 case "\$1 \$2" in
-  "show hostnames") printf '%s\n' \$FAKE_NODES ;;
+  "show hostnames")
+    if [[ -n \$TERM_IN_SETUP ]]; then
+      # scancel's TERM reaches the script while it waits for this answer.
+      pid=\$\$
+      while pid=\$(awk '/^PPid:/ {print \$2}' /proc/\$pid/status) && (( pid > 1 )); do
+        [[ \$(tr '\\0' ' ' < /proc/\$pid/cmdline) == "bash job.sbatch " ]] && { kill -TERM \$pid; break; }
+      done
+      sleep 0.5
+    fi
+    printf '%s\n' \$FAKE_NODES ;;
   "show config") echo "SlurmdPort              = $port" ;;
   *) echo "\$*" >> "\$RUN/scontrol.calls" ;;
 esac
@@ -92,7 +103,7 @@ TOML
   cp "$work/$name.toml" "$work/$name/spec.toml"
   for node in "$@"; do listen "$node"; done
   (cd "$work/$name" && env -i PATH="$work/bin:/usr/bin:/bin" RUN="$work/$name" PLAY="$work/$name/play" \
-     FAKE_NODES="$FAKE_NODES" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
+     FAKE_NODES="$FAKE_NODES" TERM_IN_SETUP="${TERM_IN_SETUP:-}" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
      SLURMD_NODENAME=127.0.0.1 SLURM_RESTART_COUNT=0 timeout 120 bash job.sbatch \
      > "$work/$name/out" 2> "$work/$name/err")
   echo $? > "$work/$name/status"
@@ -102,7 +113,14 @@ TOML
   rm -f "$work"/up-*
 }
 line() { sed -n "${2}p" "$work/$1/attempts.jsonl"; }
-has() { jq -e "$3" <<<"$(line "$1" "$2")" > /dev/null || check_failed "$1: ledger line $2 is not $3: $(line "$1" "$2")"; }
+# has RUN LINE FILTER: the ledger's LINE-th line exists and FILTER is true of it (jq -e passes an
+# empty input).
+has() {
+  local text
+  text=$(line "$1" "$2")
+  [[ -n $text ]] && jq -e "$3" <<<"$text" > /dev/null ||
+    check_failed "$1: ledger line $2 is not $3: ${text:-(no such line)}"
+}
 kill_node() { echo "sleep 1.5; kill \$(cat '$work/listener-$1')"; }
 
 FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4"
@@ -162,4 +180,14 @@ grep -q 'node loss is not watched' "$work/gate/err" || check_failed "gate: no wa
 grep -q -- '--nodelist' "$work/gate/srun-1.argv" && check_failed "gate: srun got a node list"
 has gate 1 '.reason == "completed"'
 
-finish "node loss: replace, noticed, shrink, fallback, gate"
+# term: scancel during the setup, before any step.
+FAKE_NODES="127.0.0.1 127.0.0.2"
+mkdir -p "$work/term/play"
+echo 'started; exit 0' > "$work/term/play/srun-1.sh"
+TERM_IN_SETUP=1 scenario term 2 '' 127.0.0.1 127.0.0.2
+[[ $(cat "$work/term/status") == 143 ]] || check_failed "term: script exited $(cat "$work/term/status"): $(cat "$work/term/err")"
+[[ -e $work/term/srun.count ]] && check_failed "term: a step was started after the TERM"
+has term 1 '.reason == "terminated" and .exit_status == 143 and .step == 0'
+[[ $(wc -l < "$work/term/attempts.jsonl") == 1 ]] || check_failed "term: ledger lines"
+
+finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup"
