@@ -15,6 +15,21 @@ jobs=$(nproc)
 started=$SECONDS
 step() { printf '\n==> %s (%ds)\n' "$*" $((SECONDS - started)); }
 
+# failed_tests_tail BUILD: the end of each failed test's output again, after ctest's summary, so a
+# log read from its end (CI's) shows why the tests failed.
+failed_tests_tail() {
+  local dir=$1/Testing/Temporary name
+  [[ -f $dir/LastTestsFailed.log ]] || return 0
+  while IFS=: read -r _ name; do
+    printf '\n==> output of failed test %s (its last 40 lines)\n' "$name"
+    awk -v t="$name" '
+      $0 ~ "^[0-9]+/[0-9]+ Test: " && $3 == t { found = 1; next }
+      found && !inside && /^-+$/ { inside = 1; next }
+      inside && /^<end of output>$/ { exit }
+      inside' "$dir/LastTest.log" | tail -n 40
+  done < "$dir/LastTestsFailed.log"
+}
+
 step "dependencies"
 scripts/install-deps.sh
 
@@ -42,7 +57,11 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHPCTRAIN_BUI
 cmake --build "$build" -j "$jobs"
 
 step "tests"
-ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 900
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 900 || {
+  status=$?
+  failed_tests_tail "$build"
+  exit "$status"
+}
 
 if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
   # The torch-free parts (launcher, spec, data, launch environment, signals, checkpoint store,
@@ -52,6 +71,10 @@ if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
     -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit || {
+    status=$?
+    failed_tests_tail build-asan
+    exit "$status"
+  }
 fi
 step "all tests passed"
