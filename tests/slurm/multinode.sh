@@ -10,6 +10,16 @@ source "$here/lib.sh"
 nodes=${HPCTRAIN_MN_NODES:-3}
 ntasks=$((nodes * 2))
 command -v mpicc >/dev/null || fail "mpicc not found: run scripts/install-deps.sh"
+id=
+# What fail prints after its message: the job's output and record, the end of each daemon's log.
+fail_context() {
+  local f
+  [[ -f $work/job.out ]] && { echo "--- job output"; tail -n 30 "$work/job.out"; }
+  [[ -n $id ]] && { echo "--- scontrol show job $id"; scontrol show job "$id" 2>&1 | head -n 30; }
+  for f in "$(dirname "$SLURM_CONF")"/log/*.log "$(dirname "$SLURM_CONF")"/log/*.stderr; do
+    [[ -s $f ]] && { echo "--- $f"; tail -n 15 "$f"; }
+  done
+}
 
 # Every task: "task PROCID HOSTNAME ETH0-ADDRESS" (write) or "tmp PROCID HOSTNAME MARKERS" (list).
 cat > "$work/probe.sh" <<'SH'
