@@ -57,6 +57,7 @@ void for_each_key(S& s, F&& f) {
   f("data.prefetch_batches", d.prefetch_batches);
   f("data.shard_tail", d.shard_tail);
   f("data.file_locking", d.file_locking);
+  f("data.skip_corrupt", d.skip_corrupt);
   f("data.augment", d.augment);
   f("data.crop_padding", d.crop_padding);
   f("data.image_size", d.image_size);

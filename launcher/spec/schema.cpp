@@ -98,6 +98,9 @@ std::vector<Field> make_fields() {
                          "Uneven tail of an epoch: drop it or pad with repeated samples."),
       boolean("data.file_locking", "false",
               "HDF5 file locking (off: it fails on many Lustre/GPFS mounts)."),
+      boolean("data.skip_corrupt", "false",
+              "JPEG datasets: replace a sample that does not decode by another of its batch and "
+              "count it, instead of stopping with an error naming the file and sample."),
       choice<Augment>(
           "data.augment", "\"crop_flip\"",
           "Training augmentation; evaluation always uses the deterministic centre path."),

@@ -50,6 +50,7 @@ struct DataSpec {
   TailPolicy shard_tail = TailPolicy::kDrop;
   Augment augment = Augment::kNone;
   bool file_locking = false;
+  bool skip_corrupt = false;
   int64_t crop_padding = 0;
   std::optional<int64_t> image_size;
 };

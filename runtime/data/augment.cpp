@@ -180,6 +180,18 @@ Transform::Transform(const TransformConfig& config, const DatasetInfo& info)
     HPCTRAIN_THROW(rt::DataError, "transform: image_size " + std::to_string(config.image_size) +
                                       " outside [0, " + std::to_string(kMaxSide) + "]");
   }
+  if (info.encoding != Encoding::kRaw) {
+    if (config.image_size == 0) {
+      HPCTRAIN_THROW(rt::DataError,
+                     "transform: JPEG datasets hold images of many sizes; set [data] image_size "
+                     "(the output side, e.g. 224)");
+    }
+    if (config.train && config.augment == Augment::kCropFlip) {
+      HPCTRAIN_THROW(rt::DataError,
+                     "transform: crop_flip needs images of one size; JPEG datasets take "
+                     "[data] augment = \"random_resized_crop\" (or \"none\")");
+    }
+  }
   if (config.crop_padding < 0 || config.crop_padding > 1024) {
     HPCTRAIN_THROW(rt::DataError, "transform: crop_padding " + std::to_string(config.crop_padding) +
                                       " outside [0, 1024]");

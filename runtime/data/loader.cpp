@@ -120,6 +120,7 @@ LoaderConfig loader_config_from_spec(const spec::Spec& spec, bool train, int64_t
   c.drop_last_batch = train;
   c.rank = rank;
   c.world_size = world_size;
+  c.skip_corrupt = spec.data.skip_corrupt;
   c.transform.augment = spec.data.augment;
   c.transform.train = train;
   c.transform.crop_padding = spec.data.crop_padding;
@@ -199,6 +200,7 @@ void Loader::worker_loop() {
       stats_.read_s += local.read_s;
       stats_.transform_s += local.transform_s;
       stats_.samples += local.samples;
+      stats_.corrupt_samples += local.corrupt_samples;
       stats_.batches += 1;
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -237,6 +239,10 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   batch.capacity_ = pool_->bytes();
   batch.bytes_ = out_sb * static_cast<size_t>(n);
 
+  if (source_->encoded()) {
+    decode_batch(batch, static_cast<uint8_t*>(batch.data_), stats);
+    return batch;
+  }
   // One call for the whole batch: the source sorts the byte ranges and coalesces nearby ones.
   auto t0 = std::chrono::steady_clock::now();
   staging.resize(sb * static_cast<size_t>(n));
@@ -252,6 +258,52 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   stats.transform_s += seconds_since(t0);
   stats.samples += n;
   return batch;
+}
+
+void Loader::decode_batch(Batch& batch, uint8_t* out, LoaderStats& stats) {
+  thread_local std::vector<uint8_t> bytes;
+  thread_local std::vector<size_t> starts;
+  const int64_t n = batch.size;
+  const size_t out_sb = transform_.sample_output_bytes();
+  auto t0 = std::chrono::steady_clock::now();
+  source_->read_encoded(batch.samples.data(), n, bytes, starts);
+  stats.read_s += seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  std::vector<int64_t> corrupt;
+  int64_t good = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto at = static_cast<size_t>(i);
+    const int64_t sample = batch.samples[at];
+    try {
+      transform_.apply_jpeg(bytes.data() + starts[at], starts[at + 1] - starts[at], config_.seed,
+                            epoch_, sample, out + at * out_sb);
+      if (good < 0) good = i;
+    } catch (const JpegError& e) {
+      const std::string what = source_->sample_name(sample) + ": " + e.what();
+      if (!config_.skip_corrupt) {
+        HPCTRAIN_THROW(rt::DataError, what + " ([data] skip_corrupt = true skips such samples)");
+      }
+      if (config_.on_corrupt) config_.on_corrupt(what);
+      corrupt.push_back(i);
+    }
+  }
+  if (!corrupt.empty()) {
+    if (good < 0) {
+      HPCTRAIN_THROW(rt::DataError, "every sample of batch " + std::to_string(batch.index) +
+                                        " is corrupt, the first " +
+                                        source_->sample_name(batch.samples.front()));
+    }
+    const auto g = static_cast<size_t>(good);
+    for (const int64_t i : corrupt) {
+      const auto at = static_cast<size_t>(i);
+      std::memcpy(out + at * out_sb, out + g * out_sb, out_sb);
+      batch.labels[at] = batch.labels[g];
+    }
+    stats.corrupt_samples += static_cast<int64_t>(corrupt.size());
+  }
+  stats.transform_s += seconds_since(t0);
+  stats.samples += n;
 }
 
 std::pair<int64_t, int64_t> Loader::claim_hints(int64_t k) {
@@ -288,6 +340,7 @@ std::optional<Batch> Loader::next() {
     stats_.read_s += local.read_s;
     stats_.transform_s += local.transform_s;
     stats_.samples += local.samples;
+    stats_.corrupt_samples += local.corrupt_samples;
     stats_.batches += 1;
     ++next_deliver_;
   } else {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -61,6 +62,12 @@ struct LoaderConfig {
   bool readahead = true;
   int64_t readahead_batches = 2;
   int64_t rank = 0, world_size = 1;
+  // Encoded (JPEG) datasets: a sample that does not decode stops the loader with an error naming
+  // its file and index; with skip_corrupt it is replaced by the first good sample of its batch
+  // (image and label) and counted (LoaderStats::corrupt_samples), and on_corrupt, when set, hears
+  // what was wrong (from a worker thread).
+  bool skip_corrupt = false;
+  std::function<void(const std::string& what)> on_corrupt;
   TransformConfig transform;
   BufferAllocator allocator;  // empty: default_allocator()
 
@@ -115,6 +122,7 @@ struct LoaderState {
 struct LoaderStats {
   double read_s = 0, transform_s = 0;
   int64_t samples = 0, batches = 0;
+  int64_t corrupt_samples = 0;  // skipped (LoaderConfig::skip_corrupt)
 };
 
 class Loader {
@@ -139,6 +147,8 @@ class Loader {
   void stop_workers();
   void worker_loop();
   Batch produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& stats);
+  // The transform of an encoded batch's samples into `out`; corrupt samples per skip_corrupt.
+  void decode_batch(Batch& batch, uint8_t* out, LoaderStats& stats);
   // Batches to hint when batch k is claimed, [first, second); call with mu_ held.
   std::pair<int64_t, int64_t> claim_hints(int64_t k);
   void hint_batches(std::pair<int64_t, int64_t> range) const;

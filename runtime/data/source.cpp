@@ -89,6 +89,7 @@ struct ImageSource::Handle {
   std::vector<uint8_t> cache;          // all pixels (filtered files), when cache_bytes allows
   const uint8_t* map = nullptr;        // the whole file mapped (direct files), when it allows
   size_t map_bytes = 0;
+  std::vector<uint64_t> sample_offsets;      // encoded files: N + 1 offsets into /encoded
   std::atomic<int64_t>* io_reads = nullptr;  // the source's counter
 
   ~Handle() {
@@ -114,6 +115,7 @@ struct ImageSource::Handle {
 
   // Absolute file offset of local sample i (direct layouts only).
   uint64_t offset_of(int64_t i) const {
+    if (!sample_offsets.empty()) return contiguous_offset + sample_offsets[static_cast<size_t>(i)];
     const auto sb = static_cast<uint64_t>(sample_bytes);
     if (chunk_images == 0) return contiguous_offset + static_cast<uint64_t>(i) * sb;
     const int64_t ci = i / chunk_images;
@@ -149,13 +151,15 @@ void ImageSource::Handle::locate_pixels(const DatasetHeader& header, uint64_t fi
     }
     direct = true;
   } else if (header.storage == DatasetHeader::Storage::kContiguous) {
+    const char* name = header.info.encoding == Encoding::kRaw ? "/images" : "/encoded";
     const haddr_t addr = H5Dget_offset(images.get());
     if (addr == HADDR_UNDEF) {
       h5::error_text();
-      fail(path, "dataset /images has no storage (never written)");
+      fail(path, std::string("dataset ") + name + " has no storage (never written)");
     }
     if (addr + header.userblock + header.pixel_bytes() > file_size) {
-      fail(path, "dataset /images lies past the end of the file (truncated file)");
+      fail(path,
+           std::string("dataset ") + name + " lies past the end of the file (truncated file)");
     }
     contiguous_offset = addr + header.userblock;
     direct = true;
@@ -272,13 +276,30 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     const DatasetHeader header = read_header(h.file, path, file_size);
     const DatasetInfo& info = header.info;
     const int64_t n = info.num_samples;
-    h.images = open_dataset(h.file, kImagesName, path);
-    h.sample_bytes = info.sample_bytes();
+    const bool encoded = info.encoding != Encoding::kRaw;
+    h.images = open_dataset(h.file, encoded ? kEncodedName : kImagesName, path);
+    h.sample_bytes = encoded ? 0 : info.sample_bytes();
     h.chunk_images = info.chunk_images;
+    if (encoded) {
+      h.sample_offsets.resize(static_cast<size_t>(n) + 1);
+      read_encoded_index(h.file, header, path, h.sample_offsets.data());
+    }
     if (options.direct_reads) h.locate_pixels(header, file_size);
 
     // Cross-file agreement.
+    if (!src->files_.empty() && src->info_.encoding != info.encoding) {
+      fail(path, std::string("holds ") +
+                     (encoded ? "encoded images (format version 2)" : "pixels (format version 1)") +
+                     " but " + src->files_.front().path +
+                     " does not (files of one dataset must match)");
+    }
+    if (!src->files_.empty() && encoded) {
+      // Encoded images differ in size: the summary keeps the largest.
+      src->info_.height = std::max(src->info_.height, info.height);
+      src->info_.width = std::max(src->info_.width, info.width);
+    }
     if (src->files_.empty()) {
+      src->info_.encoding = info.encoding;
       src->info_.height = info.height;
       src->info_.width = info.width;
       src->info_.channels = info.channels;
@@ -290,7 +311,7 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     } else {
       const DatasetInfo& first = src->info_;
       const std::string& first_path = src->files_.front().path;
-      if (first.height != info.height || first.width != info.width ||
+      if ((!encoded && (first.height != info.height || first.width != info.width)) ||
           first.channels != info.channels) {
         fail(path, "images are " + std::to_string(info.height) + "x" + std::to_string(info.width) +
                        "x" + std::to_string(info.channels) + " but " + first_path + " has " +
@@ -327,11 +348,16 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
       cache_left -= static_cast<int64_t>(total_bytes);
       // Read through the normal path (one large read per chunk), then serve from memory.
       std::vector<uint8_t> pixels(total_bytes);
-      src->handles_.push_back(std::move(handle));
-      const size_t fi = src->handles_.size() - 1;
-      src->read_file(fi, 0, n, pixels.data());
-      handle = std::move(src->handles_.back());
-      src->handles_.pop_back();
+      if (encoded) {
+        h5::read_rows(h.images.get(), H5T_NATIVE_UINT8, 0, static_cast<int64_t>(total_bytes),
+                      pixels.data(), path + ": cannot read dataset /encoded");
+      } else {
+        src->handles_.push_back(std::move(handle));
+        const size_t fi = src->handles_.size() - 1;
+        src->read_file(fi, 0, n, pixels.data());
+        handle = std::move(src->handles_.back());
+        src->handles_.pop_back();
+      }
       h.cache = std::move(pixels);
       file.cached = true;
     }
@@ -356,7 +382,22 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
 
 ImageSource::~ImageSource() = default;
 
+void ImageSource::require_pixels(const char* what) const {
+  if (encoded()) {
+    HPCTRAIN_THROW(rt::DataError, std::string(what) +
+                                      ": the dataset holds encoded images; read them with "
+                                      "read_encoded");
+  }
+}
+
+std::string ImageSource::sample_name(int64_t sample) const {
+  if (sample < 0 || sample >= size()) return "sample " + std::to_string(sample);
+  const size_t fi = file_of(sample);
+  return files_[fi].path + ": sample " + std::to_string(sample - files_[fi].first);
+}
+
 void ImageSource::read(int64_t first, int64_t count, uint8_t* dst) const {
+  require_pixels("read");
   if (first < 0 || count < 0 || first + count > size()) {
     HPCTRAIN_THROW(rt::DataError, "read of samples [" + std::to_string(first) + ", " +
                                       std::to_string(first + count) + ") outside the dataset of " +
@@ -390,6 +431,12 @@ void ImageSource::will_need(int64_t first, int64_t count) const {
   // cross a file boundary, and a hint is only a hint.
   int64_t local = first - files_[fi].first;
   count = std::min(count, files_[fi].count - local);
+  if (!h.sample_offsets.empty()) {
+    const uint64_t from = h.offset_of(local);
+    ::posix_fadvise(h.fd, static_cast<off_t>(from),
+                    static_cast<off_t>(h.offset_of(local + count) - from), POSIX_FADV_WILLNEED);
+    return;
+  }
   const auto sb = static_cast<uint64_t>(h.sample_bytes);
   while (count > 0) {
     uint64_t offset = 0;
@@ -475,7 +522,85 @@ int64_t merge_gap(const SourceOptions& o, int64_t sample_bytes) {
 }
 }  // namespace
 
+size_t ImageSource::encoded_size(int64_t sample) const {
+  if (!encoded() || sample < 0 || sample >= size()) {
+    HPCTRAIN_THROW(rt::DataError, "encoded_size of sample " + std::to_string(sample) +
+                                      " of a dataset of " + std::to_string(size()) +
+                                      (encoded() ? "" : " pixel") + " samples");
+  }
+  const size_t fi = file_of(sample);
+  const auto local = static_cast<size_t>(sample - files_[fi].first);
+  const auto& o = handles_[fi]->sample_offsets;
+  return static_cast<size_t>(o[local + 1] - o[local]);
+}
+
+void ImageSource::read_encoded(const int64_t* samples, int64_t n, std::vector<uint8_t>& bytes,
+                               std::vector<size_t>& starts) const {
+  if (!encoded()) HPCTRAIN_THROW(rt::DataError, "read_encoded: the dataset holds pixels");
+  starts.assign(static_cast<size_t>(n) + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    starts[static_cast<size_t>(i) + 1] = starts[static_cast<size_t>(i)] + encoded_size(samples[i]);
+  }
+  bytes.resize(starts.back());
+  thread_local std::vector<Piece> pieces;
+  thread_local std::vector<int64_t> rest;
+  thread_local std::vector<iovec> iov;
+  thread_local std::vector<uint8_t> discard;
+  plan_pieces(samples, n, pieces, rest);
+  // Mapped, cached and H5Dread files: a copy or one H5Dread per sample.
+  for (const int64_t i : rest) {
+    const size_t fi = file_of(samples[i]);
+    const Handle& h = *handles_[fi];
+    const auto local = static_cast<size_t>(samples[i] - files_[fi].first);
+    const uint64_t at = h.sample_offsets[local];
+    const size_t size = starts[static_cast<size_t>(i) + 1] - starts[static_cast<size_t>(i)];
+    uint8_t* dst = bytes.data() + starts[static_cast<size_t>(i)];
+    if (!h.cache.empty()) {
+      std::memcpy(dst, h.cache.data() + at, size);
+    } else if (h.map != nullptr) {
+      std::memcpy(dst, h.map + h.contiguous_offset + at, size);
+    } else {
+      h5::quiet();
+      h5::read_rows(h.images.get(), H5T_NATIVE_UINT8, static_cast<int64_t>(at),
+                    static_cast<int64_t>(size), dst, h.path + ": cannot read dataset /encoded");
+    }
+  }
+  // pread files: sorted by offset, nearby samples in one preadv, the gaps discarded.
+  const int64_t gap = options_.coalesce_reads ? options_.coalesce_gap_bytes : -1;
+  if (gap > 0 && discard.size() < static_cast<size_t>(gap))
+    discard.resize(static_cast<size_t>(gap));
+  constexpr size_t kMaxIov = IOV_MAX >= 2 ? IOV_MAX : 2;
+  auto size_of = [&](const Piece& p) {
+    return starts[static_cast<size_t>(p.slot) + 1] - starts[static_cast<size_t>(p.slot)];
+  };
+  auto slot_of = [&](const Piece& p) { return bytes.data() + starts[static_cast<size_t>(p.slot)]; };
+  for (size_t a = 0; a < pieces.size();) {
+    const Handle& h = *handles_[pieces[a].file];
+    iov.clear();
+    iov.push_back({slot_of(pieces[a]), size_of(pieces[a])});
+    uint64_t end = pieces[a].offset + size_of(pieces[a]);
+    size_t b = a + 1;
+    for (; b < pieces.size() && pieces[b].file == pieces[a].file; ++b) {
+      const Piece& p = pieces[b];
+      if (p.offset < end) continue;  // the same sample again: copied below
+      if (static_cast<int64_t>(p.offset - end) > gap || iov.size() + 2 > kMaxIov) break;
+      if (p.offset > end) iov.push_back({discard.data(), static_cast<size_t>(p.offset - end)});
+      iov.push_back({slot_of(p), size_of(p)});
+      end = p.offset + size_of(p);
+    }
+    io_bytes_.fetch_add(static_cast<int64_t>(end - pieces[a].offset), std::memory_order_relaxed);
+    preadv_all(h.fd, iov.data(), iov.size(), pieces[a].offset, h.path, io_reads_);
+    for (size_t m = a + 1; m < b; ++m) {
+      if (pieces[m].offset == pieces[m - 1].offset) {
+        std::memcpy(slot_of(pieces[m]), slot_of(pieces[m - 1]), size_of(pieces[m]));
+      }
+    }
+    a = b;
+  }
+}
+
 void ImageSource::read_samples(const int64_t* samples, int64_t n, uint8_t* dst) const {
+  require_pixels("read_samples");
   // Scratch per thread: loader workers call this once per batch.
   thread_local std::vector<Piece> pieces;
   thread_local std::vector<int64_t> rest;
@@ -550,15 +675,18 @@ void ImageSource::will_need_samples(const int64_t* samples, int64_t n) const {
   thread_local std::vector<Piece> pieces;
   thread_local std::vector<int64_t> rest;
   plan_pieces(samples, n, pieces, rest);
-  const auto sb = static_cast<uint64_t>(info_.sample_bytes());
+  auto size_of = [&](const Piece& p) -> uint64_t {
+    return encoded() ? encoded_size(samples[p.slot]) : static_cast<uint64_t>(info_.sample_bytes());
+  };
   // Merged like reads: fewer, larger requests, and the gaps are as small as the reads'.
-  const int64_t gap = std::max<int64_t>(0, merge_gap(options_, info_.sample_bytes()));
+  const int64_t gap = std::max<int64_t>(
+      0, encoded() ? options_.coalesce_gap_bytes : merge_gap(options_, info_.sample_bytes()));
   for (size_t a = 0; a < pieces.size();) {
-    uint64_t end = pieces[a].offset + sb;
+    uint64_t end = pieces[a].offset + size_of(pieces[a]);
     size_t b = a + 1;
     while (b < pieces.size() && pieces[b].file == pieces[a].file &&
            pieces[b].offset <= end + static_cast<uint64_t>(gap)) {
-      end = std::max(end, pieces[b].offset + sb);
+      end = std::max(end, pieces[b].offset + size_of(pieces[b]));
       ++b;
     }
     ::posix_fadvise(handles_[pieces[a].file]->fd, static_cast<off_t>(pieces[a].offset),

@@ -88,9 +88,22 @@ class ImageSource {
   const std::vector<int64_t>& labels() const { return labels_; }
   const std::vector<SourceFile>& files() const { return files_; }
 
+  // Version-2 files: every sample is an encoded (JPEG) image of its own size.
+  bool encoded() const { return info_.encoding != Encoding::kRaw; }
+  // "<file>: sample <index in the file>", for errors about one sample.
+  std::string sample_name(int64_t sample) const;
+
   // Copies samples [first, first + count) (uint8 NHWC, sample_bytes() each) into dst. The range
-  // may cross file boundaries.
+  // may cross file boundaries. Pixel datasets only (not encoded()).
   void read(int64_t first, int64_t count, uint8_t* dst) const;
+
+  // Encoded datasets: the bytes of samples[i] (any order, repeats allowed) go to
+  // bytes[starts[i], starts[i + 1]); both vectors are resized. Reads are sorted and coalesced as
+  // read_samples() does.
+  void read_encoded(const int64_t* samples, int64_t n, std::vector<uint8_t>& bytes,
+                    std::vector<size_t>& starts) const;
+  // The encoded size of one sample.
+  size_t encoded_size(int64_t sample) const;
 
   // Hints that samples [first, first + count) will be read soon. On the direct path this starts
   // the kernel's asynchronous readahead (posix_fadvise WILLNEED), so the scattered small reads of
@@ -98,7 +111,7 @@ class ImageSource {
   void will_need(int64_t first, int64_t count) const;
 
   // Copies samples[i] (global indices, any order, repeats allowed) to dst + i * sample_bytes(),
-  // coalescing reads as described above.
+  // coalescing reads as described above. Pixel datasets only.
   void read_samples(const int64_t* samples, int64_t n, uint8_t* dst) const;
   // will_need() for a set of samples: one hint per coalesced range. No-op unless some file is
   // read with pread.
@@ -116,6 +129,7 @@ class ImageSource {
   // samples are returned in `rest`.
   void plan_pieces(const int64_t* samples, int64_t n, std::vector<Piece>& pieces,
                    std::vector<int64_t>& rest) const;
+  void require_pixels(const char* what) const;
 
   DatasetInfo info_;
   std::vector<SourceFile> files_;

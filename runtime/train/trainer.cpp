@@ -238,8 +238,14 @@ class Trainer {
     input_path_ = choose_input_path(device_, options_.device_path_on_cpu);
     deferred_ = input_path_.device;
     if (device_.is_cuda()) sync_debug_ = options_.cuda_sync_debug;
+    // [data] skip_corrupt: each skipped sample is named in the rank's log.
+    auto log_corrupt = [](const std::string& what) {
+      std::cerr << rt::rank_prefix() << "warning: skipped a sample that does not decode: " << what
+                << "\n";
+    };
     auto train_config =
         data::loader_config_from_spec(spec_, /*train=*/true, comm_.rank(), comm_.size());
+    train_config.on_corrupt = log_corrupt;
     configure_loader(train_config, input_path_);
     train_loader_ = std::make_unique<data::Loader>(train_source, std::move(train_config));
     if (!spec_.data.val.empty()) {
@@ -248,6 +254,7 @@ class Trainer {
           data::loader_config_from_spec(spec_, /*train=*/false, comm_.rank(), comm_.size());
       config.transform.mean = info.mean;  // normalised as the model saw its training data
       config.transform.std = info.std;
+      config.on_corrupt = log_corrupt;
       configure_loader(config, input_path_);
       val_loader_ = std::make_unique<data::Loader>(val_source_, config);
     }

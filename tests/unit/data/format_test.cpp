@@ -124,10 +124,13 @@ TEST(Format, EachRuleRejectsWithOneMessageForValidatorAndLoader) {
       // Identity is checked first: the missing /labels is not what is reported.
       {"version before datasets",
        [](RawFile& f) {
-         f.set_int_attr(kFormatVersionAttr, 2);
+         f.set_int_attr(kFormatVersionAttr, 3);
          f.remove(kLabelsName);
        },
-       "format version 2 is not supported (this build reads version 1)"},
+       "format version 3 is not supported (this build reads versions 1 and 2)"},
+      {"a version-2 label on a pixel file",
+       [](RawFile& f) { f.set_int_attr(kFormatVersionAttr, 2); },
+       "dataset /encoded is missing (format version 2)"},
       {"other format (fixed-length string)",
        [](RawFile& f) { set_fixed_strings(f.id(), kFormatAttr, {"other"}, /*scalar=*/true); },
        "attribute 'format' is 'other', expected 'hpctrain-images'"},

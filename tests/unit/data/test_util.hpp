@@ -96,12 +96,17 @@ class RawFile {
   }
 
   void write_label(int64_t index, int64_t value) {
-    hid_t ds = H5Dopen2(id_, kLabelsName, H5P_DEFAULT);
+    write_element(kLabelsName, H5T_NATIVE_INT64, index, &value);
+  }
+
+  // Overwrites element `index` of the 1-D dataset `name` with *value (of memory type mem_type).
+  void write_element(const char* name, hid_t mem_type, int64_t index, const void* value) {
+    hid_t ds = H5Dopen2(id_, name, H5P_DEFAULT);
     hid_t fspace = H5Dget_space(ds);
     const hsize_t start[1] = {static_cast<hsize_t>(index)}, count[1] = {1};
     H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
     hid_t mspace = H5Screate_simple(1, count, nullptr);
-    H5Dwrite(ds, H5T_NATIVE_INT64, mspace, fspace, H5P_DEFAULT, &value);
+    H5Dwrite(ds, mem_type, mspace, fspace, H5P_DEFAULT, value);
     H5Sclose(mspace);
     H5Sclose(fspace);
     H5Dclose(ds);
