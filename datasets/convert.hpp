@@ -41,6 +41,43 @@ ConvertSummary convert_cifar10(const std::vector<std::string>& batch_files,
 ConvertSummary convert_image_folder(const std::string& root, const std::string& output,
                                     int64_t size, int64_t channels, const ConvertOptions& options);
 
+// `hpctrain-data folder --jpeg`: an image folder into format version 2 (encoded JPEG samples),
+// sharded and resumable.
+struct JpegFolderOptions {
+  std::string root;    // root/class_name/*, or a flat folder named by val_labels
+  std::string output;  // prefix: PREFIX-00000-of-00012.h5 ...
+  // JPEGs of 3 components no larger than this are stored as they are; other images (grayscale,
+  // CMYK, PNG, larger ones) are decoded, resized so the longer side is at most max_side (0: not
+  // resized), and encoded at `quality`.
+  int64_t max_side = 0;
+  int quality = 90;
+  int64_t threads = 0;     // 0: every core
+  int64_t shards = 0;      // number of output files; 0: from shard_size
+  int64_t shard_size = 0;  // samples per file (before skips); 0 (with shards 0): 10,000
+  // A flat folder (ImageNet's validation set): lines "FILE CLASS" (whitespace or a comma; a
+  // header line "ImageId,..." skipped; FILE with or without its extension; CLASS the first word
+  // of the rest). Classes come from class_names or classes_from (a folder whose sorted
+  // subfolders are the classes, e.g. the training set's root).
+  std::string val_labels;
+  std::string classes_from;
+  std::vector<std::string> class_names;
+  std::ostream* progress = nullptr;
+};
+
+struct JpegFolderSummary {
+  std::vector<std::string> outputs;             // every shard, in order
+  int64_t shards_written = 0, shards_kept = 0;  // kept: finished by an earlier run
+  int64_t inputs = 0, samples = 0, stored_as_is = 0, reencoded = 0;
+  std::vector<std::pair<std::string, std::string>> skipped;  // file, why
+  int64_t encoded_bytes = 0;                                 // of the shards written now
+  double pixel_bytes = 0;  // the same images decoded (height x width x 3)
+  double seconds = 0;
+  int64_t threads = 0;
+};
+
+JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& options);
+void print_summary(std::ostream& out, const JpegFolderSummary& summary);
+
 // `samples` random images (size x size x channels, uniform bytes) with random labels in
 // [0, classes): for benchmarks of the HDF5 path. The same arguments write the same file.
 ConvertSummary convert_synthetic(int64_t samples, int64_t size, int64_t channels, int64_t classes,

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -11,6 +13,16 @@
 #include "common/error.hpp"
 
 namespace hpctrain::datasets {
+
+bool is_image_file(const std::filesystem::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* e : {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm"}) {
+    if (ext == e) return true;
+  }
+  return false;
+}
 
 InputFile::InputFile(const std::string& path) : path_(path) {
   errno = 0;

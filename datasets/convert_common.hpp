@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ class BlockWriter {
 };
 
 std::vector<std::string> numbered_classes(int64_t n);
+
+// An image file by its extension (case-insensitive): jpg, jpeg, png, bmp, gif, tga, ppm, pgm.
+bool is_image_file(const std::filesystem::path& p);
 
 // Counts per class, for the summary.
 std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t num_classes);

@@ -21,16 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_image(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* e : {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tga", ".ppm", ".pgm"}) {
-    if (ext == e) return true;
-  }
-  return false;
-}
-
 struct StbiFree {
   void operator()(unsigned char* p) const { stbi_image_free(p); }
 };
@@ -59,7 +49,7 @@ ConvertSummary convert_image_folder(const std::string& root, const std::string& 
   for (size_t c = 0; c < classes.size(); ++c) {
     std::vector<std::string> in_class;
     for (const auto& entry : fs::directory_iterator(fs::path(root) / classes[c])) {
-      if (entry.is_regular_file() && is_image(entry.path())) {
+      if (entry.is_regular_file() && is_image_file(entry.path())) {
         in_class.push_back(entry.path().string());
       }
     }

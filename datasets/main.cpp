@@ -2,6 +2,8 @@
 //   hpctrain-data idx --images X --labels Y -o out.h5 [--fashion | --class-names a,b,...]
 //   hpctrain-data cifar10 data_batch_1.bin ... -o out.h5
 //   hpctrain-data folder ROOT -o out.h5 --size 256 [--channels 3]
+//   hpctrain-data folder ROOT -o PREFIX --jpeg [--max-side 500] [--quality 90] [--threads N]
+//                 [--shards N | --shard-size K] [--val-labels FILE --classes-from TRAIN_ROOT]
 //   hpctrain-data inspect FILE... [--full] [--file-locking]
 // Exit codes: 0 ok, 1 bad input or failed conversion, 2 usage.
 #include <CLI/CLI.hpp>
@@ -48,10 +50,27 @@ int main(int argc, char** argv) {
   int64_t size = 0, channels = 3;
   auto* folder = app.add_subcommand("folder", "An image folder tree root/class_name/*.jpg|png");
   folder->add_option("root", root, "Root directory")->required();
-  folder->add_option("--size", size, "Output side length (shorter side resized, center crop)")
-      ->required();
+  folder->add_option("--size", size,
+                     "Output side length (shorter side resized, center crop); pixel files");
   folder->add_option("--channels", channels, "1 (grey) or 3 (RGB)");
   common(folder);
+  ds::JpegFolderOptions jpeg;
+  bool use_jpeg = false;
+  folder->add_flag("--jpeg", use_jpeg,
+                   "Encoded JPEG samples (format version 2), sharded: -o is the shards' prefix");
+  folder->add_option("--max-side", jpeg.max_side,
+                     "--jpeg: longer side of re-encoded images; larger JPEGs are re-encoded "
+                     "(default 0: JPEGs kept as stored)");
+  folder->add_option("--quality", jpeg.quality, "--jpeg: quality of re-encoded images (1-100)")
+      ->default_val(90);
+  folder->add_option("--threads", jpeg.threads, "--jpeg: threads (default: every core)");
+  folder->add_option("--shards", jpeg.shards, "--jpeg: number of output files");
+  folder->add_option("--shard-size", jpeg.shard_size,
+                     "--jpeg: input images per output file (default 10000)");
+  folder->add_option("--val-labels", jpeg.val_labels,
+                     "--jpeg: ROOT is a flat folder; FILE has lines 'IMAGE CLASS'");
+  folder->add_option("--classes-from", jpeg.classes_from,
+                     "--jpeg --val-labels: the class list is this folder's sorted subfolders");
 
   int64_t samples = 0, classes = 10;
   uint64_t seed = 0;
@@ -94,7 +113,22 @@ int main(int argc, char** argv) {
     ds::ConvertSummary summary;
     if (idx->parsed()) summary = ds::convert_idx(images, labels, output, opts);
     if (cifar->parsed()) summary = ds::convert_cifar10(batches, output, opts);
-    if (folder->parsed()) summary = ds::convert_image_folder(root, output, size, channels, opts);
+    if (folder->parsed() && use_jpeg) {
+      jpeg.root = root;
+      jpeg.output = output;
+      jpeg.class_names = opts.class_names;
+      jpeg.progress = opts.progress;
+      const ds::JpegFolderSummary s = ds::convert_jpeg_folder(jpeg);
+      ds::print_summary(std::cout, s);
+      return hpctrain::kExitOk;
+    }
+    if (folder->parsed()) {
+      if (size < 1) {
+        std::cerr << "hpctrain-data: error: folder: --size is required (or --jpeg)\n";
+        return hpctrain::kExitBadInput;
+      }
+      summary = ds::convert_image_folder(root, output, size, channels, opts);
+    }
     if (synth->parsed()) {
       summary = ds::convert_synthetic(samples, size, channels, classes, seed, output, opts);
     }
