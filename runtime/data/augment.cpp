@@ -27,7 +27,8 @@ struct Sink {
     if constexpr (std::is_same_v<Out, float>) {
       *p = v * scale[ch] + bias[ch];
     } else {
-      *p = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0f, 255.0f)));
+      // Rounds half up, as lround does for these non-negative values, without a libm call.
+      *p = static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f) + 0.5f);
     }
   }
   void put_exact(int64_t pixel, int64_t ch, uint8_t v) const {
@@ -105,25 +106,44 @@ ResampleBox whole_pixels(int64_t top, int64_t left, int64_t height, int64_t widt
           left + width - 1};
 }
 
+// The bilinear loop with the channel count C known at compile time (0: `c` at run time), so the
+// per-channel loop unrolls and the tap offsets are multiplied once per pixel.
+template <int64_t C, typename SinkT>
+void resample_loop(const uint8_t* src, int64_t w, int64_t c, const std::vector<Tap>& xt,
+                   const std::vector<Tap>& yt, int64_t out_h, int64_t out_w, const SinkT& sink) {
+  const int64_t cc = C > 0 ? C : c;
+  for (int64_t y = 0; y < out_h; ++y) {
+    const Tap ty = yt[static_cast<size_t>(y)];
+    const uint8_t* r0 = src + ty.i0 * w * cc;
+    const uint8_t* r1 = src + ty.i1 * w * cc;
+    for (int64_t x = 0; x < out_w; ++x) {
+      const Tap tx = xt[static_cast<size_t>(x)];
+      const int64_t pixel = y * out_w + x;
+      const uint8_t* p00 = r0 + tx.i0 * cc;
+      const uint8_t* p01 = r0 + tx.i1 * cc;
+      const uint8_t* p10 = r1 + tx.i0 * cc;
+      const uint8_t* p11 = r1 + tx.i1 * cc;
+      for (int64_t ch = 0; ch < cc; ++ch) {
+        const float a = p00[ch] + tx.f * (p01[ch] - p00[ch]);
+        const float b = p10[ch] + tx.f * (p11[ch] - p10[ch]);
+        sink.put(pixel, ch, a + ty.f * (b - a));
+      }
+    }
+  }
+}
+
 template <typename SinkT>
 void resample_kernel(const uint8_t* src, int64_t w, int64_t c, const ResampleBox& box,
                      int64_t out_h, int64_t out_w, bool flip, const SinkT& sink) {
   thread_local std::vector<Tap> xt, yt;
   taps(box.left, box.width, box.col_lo, box.col_hi, out_w, flip, xt);
   taps(box.top, box.height, box.row_lo, box.row_hi, out_h, /*flip=*/false, yt);
-  for (int64_t y = 0; y < out_h; ++y) {
-    const Tap ty = yt[static_cast<size_t>(y)];
-    const uint8_t* r0 = src + ty.i0 * w * c;
-    const uint8_t* r1 = src + ty.i1 * w * c;
-    for (int64_t x = 0; x < out_w; ++x) {
-      const Tap tx = xt[static_cast<size_t>(x)];
-      const int64_t pixel = y * out_w + x;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float a = r0[tx.i0 * c + ch] + tx.f * (r0[tx.i1 * c + ch] - r0[tx.i0 * c + ch]);
-        const float b = r1[tx.i0 * c + ch] + tx.f * (r1[tx.i1 * c + ch] - r1[tx.i0 * c + ch]);
-        sink.put(pixel, ch, a + ty.f * (b - a));
-      }
-    }
+  if (c == 3) {
+    resample_loop<3>(src, w, c, xt, yt, out_h, out_w, sink);
+  } else if (c == 1) {
+    resample_loop<1>(src, w, c, xt, yt, out_h, out_w, sink);
+  } else {
+    resample_loop<0>(src, w, c, xt, yt, out_h, out_w, sink);
   }
 }
 
