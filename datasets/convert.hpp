@@ -69,8 +69,10 @@ struct JpegFolderSummary {
   int64_t shards_written = 0, shards_kept = 0;  // kept: finished by an earlier run
   int64_t inputs = 0, samples = 0, stored_as_is = 0, reencoded = 0;
   std::vector<std::pair<std::string, std::string>> skipped;  // file, why
-  int64_t encoded_bytes = 0;                                 // of the shards written now
-  double pixel_bytes = 0;  // the same images decoded (height x width x 3)
+  int64_t skipped_earlier = 0;            // in the shards kept (their skipped_inputs attribute)
+  std::vector<std::string> empty_shards;  // every input skipped: no file written
+  int64_t encoded_bytes = 0;              // of the shards written now
+  double pixel_bytes = 0;                 // the same images decoded (height x width x 3)
   double seconds = 0;
   int64_t threads = 0;
 };

@@ -196,6 +196,7 @@ std::vector<Input> list_flat(const JpegFolderOptions& o, std::vector<std::string
   int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
+    if (line_no == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 BOM
     std::replace(line.begin(), line.end(), ',', ' ');
     std::istringstream words(line);
     std::string file, cls;
@@ -209,7 +210,10 @@ std::vector<Input> list_flat(const JpegFolderOptions& o, std::vector<std::string
       bad(o.val_labels + ": line " + std::to_string(line_no) + ": class '" + cls +
           "' is not one of the " + std::to_string(classes.size()) + " classes");
     }
-    label_of[fs::path(file).stem().string()] = it->second;
+    if (!label_of.emplace(fs::path(file).stem().string(), it->second).second) {
+      bad(o.val_labels + ": line " + std::to_string(line_no) + ": " + file +
+          " is labelled a second time");
+    }
   }
   std::vector<Input> inputs;
   for (const auto& path : sorted_images(o.root)) {
@@ -336,6 +340,18 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
   std::error_code ec;
   const fs::path parent = fs::path(prefix).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
+  // Shards of this prefix cut another way would be read with these by a PREFIX-*.h5 glob.
+  const std::string stem = fs::path(prefix).filename().string() + "-";
+  const std::string ours = shard_name("", 0, shards).substr(6);  // "-of-0000N.h5"
+  for (const auto& e : fs::directory_iterator(parent.empty() ? fs::path(".") : parent, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t of = name.find("-of-");
+    if (name.rfind(stem, 0) == 0 && of != std::string::npos && name.size() > 3 &&
+        name.compare(name.size() - 3, 3, ".h5") == 0 && name.substr(of) != ours) {
+      bad(e.path().string() + " is a shard of another conversion to " + prefix +
+          " (another shard count): remove those files or choose another -o");
+    }
+  }
 
   JpegFolderSummary sum;
   sum.inputs = n;
@@ -356,6 +372,8 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
             "): other inputs or options; remove it or choose another -o");
       }
       ++sum.shards_kept;
+      const std::string skipped = data::read_string_attribute(path, "skipped_inputs");
+      sum.skipped_earlier += skipped.empty() ? 0 : std::stoll(skipped);
       done_before += last - first;
       continue;
     }
@@ -393,6 +411,7 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - shard_t0).count();
     converted += last - first;
 
+    int64_t skipped_here = 0;
     data::EncodedDatasetWriter writer(path + ".partial", classes, 3,
                                       std::string("hpctrain-data ") + kVersion);
     for (int64_t i = first; i < last; ++i) {
@@ -400,6 +419,7 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
       const Input& in = inputs[static_cast<size_t>(i)];
       if (!item.error.empty()) {
         sum.skipped.emplace_back(in.path, item.error);
+        ++skipped_here;
         continue;
       }
       writer.add(item.bytes.data(), item.bytes.size(), item.height, item.width, in.label);
@@ -410,10 +430,15 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
       item = Item{};
     }
     if (writer.size() == 0) {
-      bad("shard " + std::to_string(k) + " (" + inputs[static_cast<size_t>(first)].path +
-          " ...) has no image that decodes");
+      // Every input of the shard was skipped: no file (the format has no empty files); a rerun
+      // looks at these inputs again.
+      sum.empty_shards.push_back(path);
+      sum.outputs.pop_back();
+      done_before += last - first;
+      continue;
     }
     writer.set_attribute("converter_plan", plan);
+    writer.set_attribute("skipped_inputs", std::to_string(skipped_here));
     writer.set_attribute("shard_index", k);
     writer.set_attribute("num_shards", shards);
     sum.samples += writer.size();
@@ -433,11 +458,19 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
 
 void print_summary(std::ostream& out, const JpegFolderSummary& s) {
   out << "wrote " << s.shards_written << " shard(s), kept " << s.shards_kept
-      << " finished earlier, of " << s.outputs.size() << ": " << s.outputs.front()
-      << (s.outputs.size() > 1 ? " ... " + s.outputs.back() : std::string()) << "\n";
+      << " finished earlier, of " << s.outputs.size();
+  if (!s.outputs.empty()) {
+    out << ": " << s.outputs.front()
+        << (s.outputs.size() > 1 ? " ... " + s.outputs.back() : std::string());
+  }
+  out << "\n";
   out << "inputs " << s.inputs << ", samples written now " << s.samples << " (" << s.stored_as_is
-      << " JPEGs as stored, " << s.reencoded << " re-encoded), skipped " << s.skipped.size()
-      << "\n";
+      << " JPEGs as stored, " << s.reencoded << " re-encoded), skipped " << s.skipped.size();
+  if (s.skipped_earlier > 0) out << " (and " << s.skipped_earlier << " in the shards kept)";
+  out << "\n";
+  for (const auto& path : s.empty_shards) {
+    out << "no file for " << path << ": every one of its inputs was skipped\n";
+  }
   if (s.samples > 0) {
     out << "bytes per image " << s.encoded_bytes / s.samples
         << " (decoded: " << static_cast<int64_t>(s.pixel_bytes / static_cast<double>(s.samples))

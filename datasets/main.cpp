@@ -5,7 +5,8 @@
 //   hpctrain-data folder ROOT -o PREFIX --jpeg [--max-side 500] [--quality 90] [--threads N]
 //                 [--shards N | --shard-size K] [--val-labels FILE --classes-from TRAIN_ROOT]
 //   hpctrain-data inspect FILE... [--full] [--file-locking]
-// Exit codes: 0 ok, 1 bad input or failed conversion, 2 usage.
+// Exit codes: 0 ok, 1 an internal error, 2 bad input (a file it cannot convert, an invalid file
+// for inspect) or a usage error.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
