@@ -32,7 +32,7 @@ void inspect(const std::string& path, bool read_all, bool file_locking, std::ost
           data::decode_region(buf.data(), buf.size(), {0, 0, h.height, h.width}, (h.height + 7) / 8,
                               (h.width + 7) / 8);
         } catch (const data::JpegError& e) {
-          HPCTRAIN_THROW(rt::DataError, src->sample_name(s) + ": " + e.what());
+          HPCTRAIN_THROW(rt::DataError, src->sample_name(s) + ": " + e.message());
         }
       }
     }

@@ -144,6 +144,9 @@ Item convert_one(const std::string& path, int64_t max_side, int quality) {
         stbi_load_from_memory(data.data(), static_cast<int>(data.size()), &w, &h, &comp, 3));
     if (!pixels) throw std::runtime_error(std::string("cannot decode: ") + stbi_failure_reason());
     encode_rgb(item, pixels.get(), h, w, max_side, quality);
+  } catch (const rt::Error& e) {
+    item = Item{};
+    item.error = e.message();  // without the "[host] file:line:" prefix of what()
   } catch (const std::exception& e) {
     item = Item{};
     item.error = e.what();

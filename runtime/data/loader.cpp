@@ -280,7 +280,7 @@ void Loader::decode_batch(Batch& batch, uint8_t* out, LoaderStats& stats) {
                             epoch_, sample, out + at * out_sb);
       if (good < 0) good = i;
     } catch (const JpegError& e) {
-      const std::string what = source_->sample_name(sample) + ": " + e.what();
+      const std::string what = source_->sample_name(sample) + ": " + e.message();
       if (!config_.skip_corrupt) {
         HPCTRAIN_THROW(rt::DataError, what + " ([data] skip_corrupt = true skips such samples)");
       }

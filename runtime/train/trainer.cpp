@@ -328,10 +328,11 @@ class Trainer {
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     if (comm_.rank() == 0 && options_.out) {
       *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "
-                    << info.num_samples << " images " << info.height << "x" << info.width << "x"
-                    << info.channels << ", " << comm_.size() << " ranks x "
-                    << spec_.train.batch_size << " per step, " << steps_per_epoch_
-                    << " steps per epoch, " << total_steps_ << " steps, "
+                    << info.num_samples
+                    << (info.encoding == data::Encoding::kRaw ? " images " : " JPEG images up to ")
+                    << info.height << "x" << info.width << "x" << info.channels << ", "
+                    << comm_.size() << " ranks x " << spec_.train.batch_size << " per step, "
+                    << steps_per_epoch_ << " steps per epoch, " << total_steps_ << " steps, "
                     << spec::name_of(spec_.train.precision) << ", " << at::get_num_threads()
                     << " threads per rank"
                     << (deferred_ ? "; the device path (uint8 input normalised on the device, "
