@@ -11,6 +11,8 @@
 #include <cmath>
 #include <string>
 
+#include "data/format.hpp"
+
 namespace hpctrain::data {
 namespace {
 
@@ -88,6 +90,21 @@ bool start_decompress(Decompressor& d, unsigned scale_num, JDIMENSION* xoffset, 
   c.dct_method = JDCT_ISLOW;
   c.out_color_space = c.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&c);
+  if (c.progressive_mode && c.do_block_smoothing) {
+    // A progressive file whose scans leave coefficients incomplete (a DC-only script, no
+    // refinement scans) is smoothed: each block's low frequencies estimated from the DC of the
+    // blocks up to 2 away. libjpeg-turbo (2.1.5, still in 3.2) takes the first block column of a
+    // crop for the image's left edge, so the blocks of its first two columns (and, through
+    // chroma upsampling, the pixel after them) differ from a full decode (found by tests/fuzz;
+    // reproducer tests/fuzz/crashes/progressive-dc-only-crop). Starting two iMCUs further left
+    // keeps them out of the box and its one-column margin: a block column is at most one iMCU
+    // wide in the output.
+    const JDIMENSION imcu = static_cast<JDIMENSION>(c.max_h_samp_factor) *
+                            static_cast<JDIMENSION>(c.min_DCT_scaled_size);
+    const JDIMENSION back = std::min<JDIMENSION>(*xoffset, 2 * imcu);
+    *xoffset -= back;
+    *width += back;
+  }
   if (*width < c.output_width) jpeg_crop_scanline(&c, xoffset, width);
   return true;
 }
@@ -118,6 +135,15 @@ void check_header(const jpeg_decompress_struct& c) {
     HPCTRAIN_THROW(JpegError, "JPEG: " + std::to_string(c.num_components) +
                                   " components (CMYK/YCCK or other); hpctrain reads grayscale "
                                   "and colour (3-component) JPEGs");
+  }
+  // Arithmetic-coded data that runs into a marker is filled with zeros without a warning, so a
+  // damaged file would train as a partly grey image, and a tiny one can claim 65500^2 pixels that
+  // take seconds to decode (found by tests/fuzz). Browsers and cameras do not write them;
+  // hpctrain-data folder --jpeg re-encodes them with Huffman coding.
+  if (c.arith_code) {
+    HPCTRAIN_THROW(JpegError,
+                   "JPEG: arithmetic-coded; hpctrain reads Huffman-coded JPEGs (hpctrain-data "
+                   "folder --jpeg re-encodes such files)");
   }
   if (c.image_width < 1 || c.image_height < 1 || c.image_width > 65500 || c.image_height > 65500) {
     HPCTRAIN_THROW(JpegError, "JPEG: image size " + std::to_string(c.image_width) + "x" +
@@ -181,6 +207,18 @@ DecodedRegion decode_region(const uint8_t* data, size_t size, const PixelBox& re
   r.cols = static_cast<int64_t>(c.output_width);
   r.rows = y1 - y0;
   r.scale_eighths = n;
+  // A header can promise 65500 x 65500 pixels in a few hundred bytes (and arithmetic coding or
+  // progressive EOB runs can even deliver them). Bound the region as data/format.hpp bounds raw
+  // images, before allocating it: such a file is a JpegError, not a std::bad_alloc or gigabytes
+  // of zeroed memory (reproducer: tests/fuzz/crashes/huge-header-unscaled).
+  if (r.rows * r.cols > kMaxSide * kMaxSide) {
+    HPCTRAIN_THROW(JpegError, "JPEG: the region to decode, " + std::to_string(r.rows) + "x" +
+                                  std::to_string(r.cols) + " pixels of the " +
+                                  std::to_string(img_w) + "x" + std::to_string(img_h) +
+                                  " image at scale " + std::to_string(n) +
+                                  "/8, is over the limit of " + std::to_string(kMaxSide) + "x" +
+                                  std::to_string(kMaxSide));
+  }
   r.pixels.resize(static_cast<size_t>(r.rows * r.cols * r.channels));
   if (!read_rows(d, static_cast<JDIMENSION>(y0), static_cast<JDIMENSION>(r.rows), r.pixels.data(),
                  static_cast<size_t>(r.cols * r.channels))) {
