@@ -13,14 +13,17 @@
 #include <fcntl.h>
 #include <stb_image.h>
 #include <stb_image_resize.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -63,12 +66,27 @@ struct Item {
 
 [[noreturn]] void bad(const std::string& what) { HPCTRAIN_THROW(rt::DataError, what); }
 
+// The whole file, with read(2) into a buffer of its size (a stream iterator reads byte by byte).
 std::vector<uint8_t> read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error("read failed");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  std::vector<uint8_t> bytes;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  for (;;) {
+    if (got == bytes.size()) bytes.resize(std::max<size_t>(4096, bytes.size() * 2));
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      if (n < 0) throw std::runtime_error(std::string("read failed: ") + std::strerror(err));
+      break;
+    }
+    got += static_cast<size_t>(n);
+  }
+  bytes.resize(got);
   return bytes;
 }
 
