@@ -255,16 +255,16 @@ std::vector<Input> list_inputs(const JpegFolderOptions& o, std::vector<std::stri
   if (!o.val_labels.empty()) {
     inputs = list_flat(o, classes);
   } else {
-    classes = sorted_subfolders(o.root);
-    if (classes.empty()) bad(o.root + ": no class subdirectories");
+    const auto folders = sorted_subfolders(o.root);
+    if (folders.empty()) bad(o.root + ": no class subdirectories");
+    classes = folders;
     if (!o.class_names.empty()) {
-      if (o.class_names.size() != classes.size()) {
-        bad(o.root + ": " + std::to_string(classes.size()) + " class folders but " +
+      if (o.class_names.size() != folders.size()) {
+        bad(o.root + ": " + std::to_string(folders.size()) + " class folders but " +
             std::to_string(o.class_names.size()) + " --class-names");
       }
       classes = o.class_names;
     }
-    const auto folders = sorted_subfolders(o.root);
     for (size_t c = 0; c < folders.size(); ++c) {
       for (auto& p : sorted_images(fs::path(o.root) / folders[c])) {
         inputs.push_back({std::move(p), static_cast<int64_t>(c), 0});
