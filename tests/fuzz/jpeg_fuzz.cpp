@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/data/dataset_info.hpp"
 #include "common/error.hpp"
 #include "data/augment.hpp"
 #include "data/format.hpp"
@@ -48,6 +49,7 @@ using hpctrain::data::PixelBox;
 using hpctrain::data::read_jpeg_header;
 using hpctrain::data::Transform;
 using hpctrain::data::TransformConfig;
+using hpctrain::data::testing::info_of;
 
 constexpr size_t kParamBytes = 16;
 // Images larger than this (full-resolution pixels) skip the reference checks: a full decode of a
@@ -249,18 +251,6 @@ void check_region(const uint8_t* jpeg, size_t size, const JpegHeader& h, const P
       }
     }
   }
-}
-
-DatasetInfo info_of(int64_t h, int64_t w, int64_t c) {
-  DatasetInfo in;
-  in.num_samples = 1;
-  in.height = h;
-  in.width = w;
-  in.channels = c;
-  in.num_classes = 2;
-  in.mean.assign(static_cast<size_t>(c), 0.25);
-  in.std.assign(static_cast<size_t>(c), 0.5);
-  return in;
 }
 
 void check_finite(const Transform& t, const std::vector<uint8_t>& out, const std::string& where) {

@@ -13,25 +13,12 @@
 #include <vector>
 
 #include "data/format.hpp"
+#include "dataset_info.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hpctrain::data::testing {
 
 using test::TempDir;
-
-// The summary of an h x w x c dataset of one sample, 2 classes, mean 0.25 and std 0.5: what a
-// Transform needs.
-inline DatasetInfo info_of(int64_t h, int64_t w, int64_t c) {
-  DatasetInfo in;
-  in.num_samples = 1;
-  in.height = h;
-  in.width = w;
-  in.channels = c;
-  in.num_classes = 2;
-  in.mean.assign(static_cast<size_t>(c), 0.25);
-  in.std.assign(static_cast<size_t>(c), 0.5);
-  return in;
-}
 
 // Pixel p of sample i; distinct per sample for the first bytes.
 inline uint8_t pixel_value(int64_t sample, int64_t p) {
