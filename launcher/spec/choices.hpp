@@ -32,6 +32,9 @@ enum class Arch {
 enum class Stem { kImageNet, kCifar };
 enum class Precision { kFp32, kFp16, kBf16 };
 enum class GradCompression { kNone, kFp16, kBf16 };
+// How the ranks' models are kept together (docs/runtime.md, "Local SGD").
+enum class Sync { kAllReduce, kLocalSgd };
+enum class OuterOptimizer { kNone, kNesterov };
 enum class Optimizer { kSgd, kAdamW };
 enum class Schedule { kConstant, kCosine, kStep, kMultistep };
 enum class Signal { kUsr1, kUsr2, kTerm, kInt, kHup, kUrg, kXcpu };
@@ -78,6 +81,14 @@ struct Names<Precision> {
 template <>
 struct Names<GradCompression> {
   static constexpr std::array<std::string_view, 3> kValues = {"none", "fp16", "bf16"};
+};
+template <>
+struct Names<Sync> {
+  static constexpr std::array<std::string_view, 2> kValues = {"allreduce", "local_sgd"};
+};
+template <>
+struct Names<OuterOptimizer> {
+  static constexpr std::array<std::string_view, 2> kValues = {"none", "nesterov"};
 };
 template <>
 struct Names<Optimizer> {

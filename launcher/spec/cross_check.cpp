@@ -226,6 +226,22 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
     sink.error(origin_of(m, "train.optimizer.betas"), "train.optimizer.betas",
                "must be two numbers in [0, 1)");
   }
+  // The local SGD keys written where they do nothing: said, so a typo in train.sync is seen.
+  const auto written = [&](const std::string& key) { return !origin_of(m, key).is_default(); };
+  for (const char* key : {"train.sync_every_steps", "train.sync_warmup_steps",
+                          "train.outer_optimizer", "train.outer_lr", "train.outer_momentum"}) {
+    if (s.train.sync == Sync::kAllReduce && written(key)) {
+      sink.warning(origin_of(m, key), key,
+                   "has no effect: train.sync is \"allreduce\" (local_sgd reads it)");
+    }
+  }
+  for (const char* key : {"train.outer_lr", "train.outer_momentum"}) {
+    if (s.train.sync == Sync::kLocalSgd && s.train.outer_optimizer == OuterOptimizer::kNone &&
+        written(key)) {
+      sink.warning(origin_of(m, key), key,
+                   "has no effect: train.outer_optimizer is \"none\" (nesterov reads it)");
+    }
+  }
   if (s.checkpoint.every_steps == 0 && s.checkpoint.every_minutes == 0) {
     sink.warning(origin_of(m, "checkpoint.every_steps"), "checkpoint.every_steps",
                  "no periodic checkpoints: a crash loses all progress since the last preemption");

@@ -85,6 +85,12 @@ void for_each_key(S& s, F&& f) {
   f("train.eval_every_epochs", t.eval_every_epochs);
   f("train.bucket_mb", t.bucket_mb);
   f("train.grad_compression", t.grad_compression);
+  f("train.sync", t.sync);
+  f("train.sync_every_steps", t.sync_every_steps);
+  f("train.sync_warmup_steps", t.sync_warmup_steps);
+  f("train.outer_optimizer", t.outer_optimizer);
+  f("train.outer_lr", t.outer_lr);
+  f("train.outer_momentum", t.outer_momentum);
   f("train.rendezvous_timeout_s", t.rendezvous_timeout_s);
   f("train.collective_timeout_s", t.collective_timeout_s);
   auto& o = t.optimizer;

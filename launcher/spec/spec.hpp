@@ -94,6 +94,10 @@ struct TrainSpec {
   int64_t log_every_steps = 0, eval_every_epochs = 0;
   double bucket_mb = 0;
   GradCompression grad_compression = GradCompression::kNone;
+  Sync sync = Sync::kAllReduce;
+  int64_t sync_every_steps = 0, sync_warmup_steps = 0;
+  OuterOptimizer outer_optimizer = OuterOptimizer::kNone;
+  double outer_lr = 0, outer_momentum = 0;
   int64_t rendezvous_timeout_s = 0, collective_timeout_s = 0;
   OptimizerSpec optimizer;
   ScheduleSpec schedule;

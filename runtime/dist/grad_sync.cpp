@@ -104,6 +104,11 @@ std::vector<std::vector<size_t>> GradSync::bucket_layout() const {
   return out;
 }
 
+void GradSync::set_enabled(bool enabled) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  enabled_ = enabled;
+}
+
 void GradSync::prepare() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& b : buckets_) {
@@ -116,7 +121,8 @@ void GradSync::prepare() {
 
 void GradSync::on_grad_ready(size_t param) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ready_[param]) return;  // a second accumulation in the same backward (shared parameter)
+  if (!enabled_ || ready_[param])
+    return;  // a second accumulation in the same backward (shared parameter)
   ready_[param] = true;
   Bucket& b = buckets_[bucket_of_[param]];
   --b.pending;
@@ -171,6 +177,7 @@ void GradSync::launch(Bucket& b) {
 
 void GradSync::finish() {
   std::unique_lock<std::mutex> lock(mutex_);
+  if (!enabled_) return;
   std::vector<std::string> missing;
   for (size_t k = 0; k < params_.size(); ++k) {
     if (bucket_of_[k] != SIZE_MAX && !ready_[k]) missing.push_back(names_[k]);

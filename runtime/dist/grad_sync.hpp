@@ -55,6 +55,11 @@ class GradSync {
   // into each parameter's .grad. Throws rt::Error naming parameters that got no gradient.
   void finish();
 
+  // Off: backward's hooks and finish() do nothing and every rank keeps its own gradients (the
+  // local steps of local SGD, train/local_sgd.hpp). Call between steps, before prepare().
+  void set_enabled(bool enabled);
+  bool enabled() const { return enabled_; }
+
   size_t bucket_count() const { return buckets_.size(); }
   // Parameter indices of each bucket (registration indices), for tests.
   std::vector<std::vector<size_t>> bucket_layout() const;
@@ -79,6 +84,7 @@ class GradSync {
   std::vector<size_t> bucket_of_;  // param index -> bucket index
   std::vector<bool> ready_;
   size_t next_to_launch_ = 0;
+  bool enabled_ = true;
   std::mutex mutex_;
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps the hooked grad accumulators alive
   std::vector<uintptr_t> hook_keys_;                 // our hook in each, for removal

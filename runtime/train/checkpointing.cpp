@@ -5,11 +5,13 @@
 
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include "common/clock.hpp"
@@ -24,18 +26,52 @@ namespace {
 constexpr int64_t kFormatVersion = 1;
 
 std::string rng_file(int rank) { return "rng-rank-" + std::to_string(rank) + ".pt"; }
+// Local SGD: the model and optimizer state of a rank other than 0, and the state shared by all.
+std::string local_file(int rank) { return "local-rank-" + std::to_string(rank) + ".pt"; }
+constexpr const char* kLocalSgdFile = "local_sgd.pt";
 
 // What must not change between the run that saved a checkpoint and the one that resumes it.
 nlohmann::json resume_key(const spec::Spec& spec, const data::DatasetInfo& dataset,
                           const model::Classifier& model) {
   (void)model;
-  return {{"arch", std::string(spec::name_of(spec.model.arch))},
-          {"stem", std::string(spec::name_of(spec.model.stem))},
-          {"num_classes", spec.model.num_classes},
-          {"optimizer", std::string(spec::name_of(spec.train.optimizer.name))},
-          {"train_samples", dataset.num_samples},
-          {"image", {dataset.height, dataset.width, dataset.channels}},
-          {"dataset_classes", dataset.num_classes}};
+  nlohmann::json key = {{"arch", std::string(spec::name_of(spec.model.arch))},
+                        {"stem", std::string(spec::name_of(spec.model.stem))},
+                        {"num_classes", spec.model.num_classes},
+                        {"optimizer", std::string(spec::name_of(spec.train.optimizer.name))},
+                        {"train_samples", dataset.num_samples},
+                        {"image", {dataset.height, dataset.width, dataset.channels}},
+                        {"dataset_classes", dataset.num_classes}};
+  // Only local SGD's checkpoints say so (they hold more), so older ones keep resuming.
+  if (spec.train.sync == spec::Sync::kLocalSgd) {
+    key["sync"] = std::string(spec::name_of(spec.train.sync));
+    key["outer_optimizer"] = std::string(spec::name_of(spec.train.outer_optimizer));
+  }
+  return key;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> items_of(const model::StateDict& dict) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& item : dict) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+// A local-rank-R.pt's entries: its model's ("model.<key>") and its optimizer's.
+struct LocalPart {
+  std::vector<std::pair<std::string, at::Tensor>> model, optimizer;
+};
+LocalPart parse_local(const std::string& bytes, const std::string& name) {
+  LocalPart out;
+  for (const auto& item : model::weights_from_bytes(bytes, name)) {
+    const std::string& key = item.key();
+    if (key.rfind("model.", 0) == 0) {
+      out.model.emplace_back(key.substr(6), item.value());
+    } else if (key.rfind("optimizer.", 0) == 0) {
+      out.optimizer.emplace_back(key.substr(10), item.value());
+    } else {
+      HPCTRAIN_THROW(rt::Error, name + " holds " + key + ", neither model.* nor optimizer.*");
+    }
+  }
+  return out;
 }
 
 model::StateDict to_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& items) {
@@ -115,7 +151,20 @@ Checkpointer::Snapshot Checkpointer::capture(TrainingState& state, const Positio
                {"world_size", comm_.size()},
                {"batch_size", spec_.train.batch_size},
                {"time", static_cast<int64_t>(std::time(nullptr))}};
+  if (state.local_sgd && comm_.rank() != 0) {
+    for (const auto& item : model::state_dict(state.model)) {
+      snap.local.emplace_back("model." + item.key(), keep("model/" + item.key(), item.value()));
+    }
+    for (const auto& [name, t] : optimizer_state(state.optimizer, state.params)) {
+      snap.local.emplace_back("optimizer." + name, keep("optimizer/" + name, t));
+    }
+  }
   if (comm_.rank() != 0) return snap;
+  if (state.local_sgd) {
+    for (const auto& [name, t] : state.local_sgd->state()) {
+      snap.local_sgd.emplace_back(name, keep("local_sgd/" + name, t));
+    }
+  }
   for (const auto& item : model::state_dict(state.model)) {
     snap.model.emplace_back(item.key(), keep("model/" + item.key(), item.value()));
   }
@@ -138,6 +187,13 @@ Checkpointer::Snapshot Checkpointer::capture(TrainingState& state, const Positio
 checkpoint::Part Checkpointer::serialise(const Snapshot& snap) const {
   checkpoint::Part part;
   part.files[rng_file(comm_.rank())] = model::weights_to_bytes(to_state_dict(snap.rng));
+  if (spec_.train.sync == spec::Sync::kLocalSgd) {
+    if (comm_.rank() != 0) {
+      part.files[local_file(comm_.rank())] = model::weights_to_bytes(to_state_dict(snap.local));
+    } else {
+      part.files[kLocalSgdFile] = model::weights_to_bytes(to_state_dict(snap.local_sgd));
+    }
+  }
   if (comm_.rank() != 0) return part;
   part.files["model.pt"] = model::weights_to_bytes(to_state_dict(snap.model));
   part.files["optimizer.pt"] = model::weights_to_bytes(to_state_dict(snap.optimizer));
@@ -155,11 +211,37 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
   // Each rank verifies the files it needs (rank 0's replicated state and its own); a damaged
   // file can make ranks see different newest steps, so they settle on the lowest and load again
   // until all hold the same one.
-  const std::vector<std::string> shared = {"model.pt", "optimizer.pt", "trainer.json"};
+  std::vector<std::string> shared = {"model.pt", "optimizer.pt", "trainer.json"};
+  const bool local = state.local_sgd != nullptr;
+  if (local) shared.push_back(kLocalSgdFile);
+  // Local SGD needs more than its own id's files: rank R > 0 its local-rank-R.pt, and at another
+  // world size every rank all the saving ranks' (it starts from their mean). A step whose files
+  // cannot all be read gives way to an older one.
+  const auto locals_needed = [&](const checkpoint::Loaded& l) {
+    std::vector<std::string> names;
+    if (l.world_size == comm_.size()) {
+      if (comm_.rank() != 0) names.push_back(local_file(comm_.rank()));
+    } else {
+      for (int r = 1; r < l.world_size; ++r) names.push_back(local_file(r));
+    }
+    return names;
+  };
+  const auto lacks = [&](const checkpoint::Loaded& l, const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      if (!l.files.count(n)) return true;
+    }
+    return false;
+  };
   int64_t at_most = std::numeric_limits<int64_t>::max();
   std::optional<checkpoint::Loaded> loaded;
   while (true) {
     loaded = store_->load_latest(shared, at_most);
+    if (loaded) check_resume_key(*loaded, state);  // before looking for files it may lack
+    while (local && loaded && lacks(*loaded, locals_needed(*loaded))) {
+      std::vector<std::string> names = shared;
+      for (auto& n : locals_needed(*loaded)) names.push_back(n);
+      loaded = store_->load_latest(names, loaded->step);
+    }
     const at::Tensor steps = gather(loaded ? loaded->step : -1);
     const int64_t agreed = steps.min().item<int64_t>();
     if (agreed < 0) {
@@ -175,20 +257,6 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
   const int64_t step = loaded->step;
   {
     const nlohmann::json trainer = nlohmann::json::parse(loaded->files.at("trainer.json"));
-    const nlohmann::json key = resume_key(spec_, state.dataset, state.model);
-    if (trainer.value("resume", nlohmann::json()) != key) {
-      std::ostringstream diff;
-      for (const auto& [k, v] : key.items()) {
-        const auto theirs = trainer["resume"].value(k, nlohmann::json());
-        if (theirs != v)
-          diff << "\n  " << k << ": checkpoint " << theirs.dump() << ", spec " << v.dump();
-      }
-      HPCTRAIN_THROW(rt::Error, "the checkpoint at step " + std::to_string(step) + " in " +
-                                    store_->dir() +
-                                    " was made by a different model or dataset:" + diff.str() +
-                                    "\nHINT: restore the spec, or use a new job.run_dir to "
-                                    "start over");
-    }
     torch::NoGradGuard no_grad;
     // Every piece of state this puts back, by name; tests leave some out (set_restore_ablation).
     std::set<std::string> pieces;
@@ -198,8 +266,11 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
     };
     std::set<std::string> parameter_names;
     for (const auto& p : state.model.named_parameters()) parameter_names.insert(p.key());
-    const model::StateDict weights = model::weights_from_bytes(
+    model::StateDict weights = model::weights_from_bytes(
         loaded->files.at("model.pt"), "model.pt of step " + std::to_string(step));
+    model::StateDict opt = model::weights_from_bytes(
+        loaded->files.at("optimizer.pt"), "optimizer.pt of step " + std::to_string(step));
+    if (local) restore_local(state, *loaded, weights, opt, restoring);
     model::StateDict own = model::state_dict(state.model);
     for (const auto& item : own) {
       const at::Tensor* saved = weights.find(item.key());
@@ -210,8 +281,6 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
       const bool parameter = parameter_names.count(item.key()) > 0;
       if (restoring(parameter ? "model.parameters" : "model.buffers")) item.value().copy_(*saved);
     }
-    const model::StateDict opt = model::weights_from_bytes(
-        loaded->files.at("optimizer.pt"), "optimizer.pt of step " + std::to_string(step));
     std::vector<std::pair<std::string, at::Tensor>> entries;
     for (const auto& item : opt) {
       const std::string& name = item.key();  // "<parameter>.<kind>"
@@ -253,6 +322,88 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
     last_committed_ = step;
     return r;
   }
+}
+
+void Checkpointer::check_resume_key(const checkpoint::Loaded& loaded,
+                                    const TrainingState& state) const {
+  const nlohmann::json trainer = nlohmann::json::parse(loaded.files.at("trainer.json"));
+  const nlohmann::json key = resume_key(spec_, state.dataset, state.model);
+  const nlohmann::json theirs = trainer.value("resume", nlohmann::json::object());
+  if (theirs == key) return;
+  std::ostringstream diff;
+  std::set<std::string> names;
+  for (const auto& [k, v] : key.items()) names.insert(k);
+  if (theirs.is_object()) {
+    for (const auto& [k, v] : theirs.items()) names.insert(k);
+  }
+  for (const auto& k : names) {
+    const auto in_checkpoint = theirs.is_object() ? theirs.value(k, nlohmann::json()) : nullptr;
+    const auto in_spec = key.value(k, nlohmann::json());
+    if (in_checkpoint != in_spec) {
+      diff << "\n  " << k << ": checkpoint " << in_checkpoint.dump() << ", spec " << in_spec.dump();
+    }
+  }
+  HPCTRAIN_THROW(rt::Error,
+                 "the checkpoint at step " + std::to_string(loaded.step) + " in " + store_->dir() +
+                     " was made by a different model, dataset or train.sync:" + diff.str() +
+                     "\nHINT: restore the spec, or use a new job.run_dir to start "
+                     "over");
+}
+
+void Checkpointer::restore_local(TrainingState& state, const checkpoint::Loaded& loaded,
+                                 model::StateDict& weights, model::StateDict& opt,
+                                 const std::function<bool(const std::string&)>& restoring) {
+  const std::string at_step = " of step " + std::to_string(loaded.step);
+  std::set<std::string> parameter_names;
+  for (const auto& p : state.model.named_parameters()) parameter_names.insert(p.key());
+  // Takes `from`'s entries into `into`: parameters and buffers (model) apart, each a piece.
+  const auto take_model = [&](const std::vector<std::pair<std::string, at::Tensor>>& from) {
+    const bool params = restoring("local.parameters"), buffers = restoring("local.buffers");
+    for (const auto& [key, t] : from) {
+      if (!(parameter_names.count(key) ? params : buffers)) continue;
+      if (at::Tensor* slot = weights.find(key)) {
+        *slot = t;
+      } else {
+        weights.insert(key, t);
+      }
+    }
+  };
+  if (loaded.world_size == comm_.size()) {
+    // Every rank its own state back (rank 0's is model.pt and optimizer.pt).
+    if (comm_.rank() != 0) {
+      const std::string name = local_file(comm_.rank());
+      const LocalPart part = parse_local(loaded.files.at(name), name + at_step);
+      take_model(part.model);
+      if (restoring("local.optimizer")) opt = to_state_dict(part.optimizer);
+    }
+  } else {
+    // Another world size: every rank starts from the mean of the saving ranks' models and
+    // optimizer states, which the next averaging would have made of them anyway.
+    std::vector<std::vector<std::pair<std::string, at::Tensor>>> models{items_of(weights)};
+    std::vector<std::vector<std::pair<std::string, at::Tensor>>> opts{items_of(opt)};
+    for (int r = 1; r < loaded.world_size; ++r) {
+      const std::string name = local_file(r);
+      LocalPart part = parse_local(loaded.files.at(name), name + at_step);
+      models.push_back(std::move(part.model));
+      opts.push_back(std::move(part.optimizer));
+    }
+    take_model(average_state(models));
+    if (restoring("local.optimizer")) opt = to_state_dict(average_state(opts));
+    if (comm_.rank() == 0 && out_) {
+      *out_ << rt::rank_prefix() << "local SGD: the checkpoint's " << loaded.world_size
+            << " ranks' models and optimizer states averaged for " << comm_.size() << " ranks"
+            << std::endl;
+    }
+  }
+  const model::StateDict shared =
+      model::weights_from_bytes(loaded.files.at(kLocalSgdFile), kLocalSgdFile + at_step);
+  std::vector<std::string> skip;
+  for (const auto& item : shared) {
+    const std::string& key = item.key();
+    const std::string kind = key.substr(0, key.find('.'));  // local_steps, anchor, momentum
+    if (!restoring("local_sgd." + kind)) skip.push_back(kind);
+  }
+  state.local_sgd->load_state(items_of(shared), skip);
 }
 
 at::Tensor Checkpointer::gather(int64_t value) {

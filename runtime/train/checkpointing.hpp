@@ -5,6 +5,10 @@
 // (per-parameter state, named as PyTorch's optimizer state), trainer.json (step, epoch, the
 // global data position, the loss scaler, and what resume must find unchanged: architecture,
 // classes, optimizer, dataset), and rng-rank-R.pt per rank (its CPU and CUDA generator states).
+// Local SGD adds local_sgd.pt (rank 0: LocalSgd::state()) and local-rank-R.pt for every rank but
+// 0 ("model.<key>" and "optimizer.<key>": its own model and optimizer state, which differ between
+// averagings; rank 0's are model.pt and optimizer.pt). Resumed at the same world size each rank
+// takes its own back; at another, every rank starts from the mean of the saving ranks'.
 // The data pipeline needs no state of its own: every random choice is a function of (seed,
 // epoch, sample index), and the position is the global count of samples consumed.
 //
@@ -22,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,7 +37,9 @@
 #include "data/format.hpp"
 #include "dist/communicator.hpp"
 #include "model/model.hpp"
+#include "model/weights.hpp"
 #include "train/grad_scaler.hpp"
+#include "train/local_sgd.hpp"
 #include "train/optimizer.hpp"
 
 namespace hpctrain::spec {
@@ -55,6 +62,7 @@ struct TrainingState {
   const NamedParams& params;
   GradScaler* scaler;                // null unless fp16
   const data::DatasetInfo& dataset;  // the training set's
+  LocalSgd* local_sgd = nullptr;     // train.sync = "local_sgd": its state, and every rank's own
 };
 
 // Slots of the per-step agreement (a small all-reduced vector) the checkpointer reads and fills.
@@ -127,6 +135,8 @@ class Checkpointer {
   // The state of one save, taken at the step boundary.
   struct Snapshot {
     std::vector<std::pair<std::string, at::Tensor>> model, optimizer, rng;
+    // Local SGD: this rank's model and optimizer state (ranks but 0), rank 0's LocalSgd state.
+    std::vector<std::pair<std::string, at::Tensor>> local, local_sgd;
     std::string trainer_json;
     nlohmann::json meta;
   };
@@ -135,6 +145,14 @@ class Checkpointer {
   checkpoint::Part serialise(const Snapshot& snap) const;
   void commit_agreed(int64_t step, const nlohmann::json& meta, bool all_ok);
   bool all_ranks(bool ok);
+  // Throws rt::Error naming what differs when `loaded` was saved by a run this spec cannot
+  // continue (another model, dataset, optimizer or train.sync).
+  void check_resume_key(const checkpoint::Loaded& loaded, const TrainingState& state) const;
+  // Local SGD's part of restore(): this rank's own model and optimizer state (or, at another
+  // world size, the mean of every saving rank's) into `weights` and `opt`, and LocalSgd's state.
+  void restore_local(TrainingState& state, const checkpoint::Loaded& loaded,
+                     model::StateDict& weights, model::StateDict& opt,
+                     const std::function<bool(const std::string&)>& restoring);
   // Every rank's `value`, by rank.
   at::Tensor gather(int64_t value);
 

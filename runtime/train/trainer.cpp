@@ -38,6 +38,7 @@
 #include "train/device_input.hpp"
 #include "train/fused_step.hpp"
 #include "train/grad_scaler.hpp"
+#include "train/local_sgd.hpp"
 #include "train/metrics.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
@@ -165,6 +166,7 @@ class Trainer {
       const bool last = epoch + 1 == spec_.train.epochs || step_ >= total_steps_;
       const int64_t every = spec_.train.eval_every_epochs;
       if (val_loader_ && (last || (every > 0 && (epoch + 1) % every == 0))) {
+        average_diverged();  // one model to evaluate
         result.eval = run_eval(epoch);
       }
     }
@@ -182,6 +184,7 @@ class Trainer {
       }
       return result;
     }
+    average_diverged();  // local SGD ends on one model
     sync_buffers();
     result.fingerprint = verify_identical_weights();
     result.peak_rss_mib = max_over_ranks(peak_rss_mib());
@@ -203,6 +206,13 @@ class Trainer {
            << " epochs in " << result.train_seconds << " s, " << std::setprecision(0)
            << result.images_per_s << " images/s (training alone), peak RSS " << result.peak_rss_mib
            << " MiB per rank (max)";
+      if (local_sgd_) {
+        line << "; local SGD: " << local_sgd_->synchronizations() << " averagings of "
+             << std::setprecision(1)
+             << static_cast<double>(local_sgd_->bytes_averaged()) /
+                    std::max<int64_t>(1, local_sgd_->synchronizations()) / (1024.0 * 1024.0)
+             << " MiB";
+      }
       if (!result.weights.empty()) line << "; weights " << result.weights.string();
       *options_.out << line.str() << std::endl;
     }
@@ -278,6 +288,15 @@ class Trainer {
     }
     grad_sync_ = std::make_unique<dist::GradSync>(names, params_, comm_,
                                                   dist::grad_sync_options_from_spec(spec_));
+    if (spec_.train.sync == spec::Sync::kLocalSgd) {
+      NamedParams trainable, buffers;
+      for (const auto& [name, p] : named_) {
+        if (p.requires_grad()) trainable.emplace_back(name, p);
+      }
+      for (auto& b : model_->named_buffers()) buffers.emplace_back(b.key(), b.value());
+      local_sgd_ =
+          std::make_unique<LocalSgd>(trainable, buffers, comm_, local_sgd_options_from_spec(spec_));
+    }
 
     train_loader_->start_epoch(0, 0);
     steps_per_epoch_ = train_loader_->num_batches();
@@ -316,7 +335,7 @@ class Trainer {
     }
     train_info_ = info;
     state_ = std::make_unique<TrainingState>(
-        TrainingState{*model_, *optimizer_, named_, scaler_.get(), train_info_});
+        TrainingState{*model_, *optimizer_, named_, scaler_.get(), train_info_, local_sgd_.get()});
     checkpointer_ = std::make_unique<Checkpointer>(spec_, options_.run_dir, comm_,
                                                    options_.job_end_time, options_.out);
     if (!options_.resume_skip.empty() || !options_.resume_pieces_file.empty()) {
@@ -390,6 +409,12 @@ class Trainer {
         *trace_ << '\n' << std::flush;
       }
       optimizer_->zero_grad();
+      // Local SGD: after its warm-up the gradients stay on each rank (no all-reduce).
+      if (local_sgd_) {
+        const bool local = local_sgd_->local(step_);
+        grad_sync_->set_enabled(!local);
+        if (local) local_sgd_->start_local_step();
+      }
       grad_sync_->prepare();
       at::Tensor loss;
       {
@@ -406,6 +431,7 @@ class Trainer {
       } else {
         agree_on_host();
       }
+      if (local_sgd_ && local_sgd_->due()) local_sgd_->synchronize();
       no_sync.reset();
       const Agreed agreed = deferred_ ? previous_agreement() : Agreed{host_agreed_, step_};
       window_loss_ += loss.detach().to(at::kDouble);
@@ -615,6 +641,12 @@ class Trainer {
     return mine;
   }
 
+  // Local SGD: averages the ranks' models when they took local steps since the last averaging
+  // (before an evaluation and at the end).
+  void average_diverged() {
+    if (local_sgd_ && local_sgd_->diverged()) local_sgd_->synchronize();
+  }
+
   // Batch-norm statistics are computed on each rank's shard; rank 0's are the model's (as DDP's
   // broadcast_buffers), so evaluation and the saved weights agree on every rank.
   void sync_buffers() {
@@ -698,6 +730,7 @@ class Trainer {
   std::shared_ptr<model::Classifier> model_;
   std::vector<at::Tensor> params_, trainable_;
   std::unique_ptr<dist::GradSync> grad_sync_;
+  std::unique_ptr<LocalSgd> local_sgd_;  // train.sync = "local_sgd"
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradScaler> scaler_;

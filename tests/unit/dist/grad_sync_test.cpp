@@ -253,5 +253,42 @@ TEST(GradSync, NoOverlapModeGivesTheSameResult) {
   EXPECT_TRUE(params[0].grad().equal(expected));
 }
 
+// Local SGD's local steps: switched off, every rank keeps its own gradients (no collective), and
+// switched on again, the next step averages as before.
+TEST(GradSync, SwitchedOffEachRankKeepsItsOwnGradientsThenAveragesAgain) {
+  constexpr int kWorld = 2;
+  std::vector<std::vector<at::Tensor>> got(kWorld);
+  test::on_gloo_ranks(kWorld, [&](GlooCommunicator& comm) {
+    const int rank = comm.rank();
+    std::vector<std::string> names;
+    std::vector<at::Tensor> params;
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      names.push_back("p" + std::to_string(k));
+      params.push_back(torch::zeros(kShapes[k]).requires_grad_(true));
+    }
+    GradSync sync(names, params, comm, {kBucketMb, kNone, true});
+    for (int step = 0; step < 3; ++step) {
+      sync.set_enabled(step != 1);
+      for (auto& p : params) {
+        if (p.grad().defined()) p.mutable_grad().zero_();
+      }
+      sync.prepare();
+      at::Tensor loss = torch::zeros({});
+      for (size_t k = 0; k < params.size(); ++k) {
+        loss = loss + (params[k].reshape({-1}) * local_grad(rank, k, step)).sum();
+      }
+      loss.backward();
+      sync.finish();
+      got[static_cast<size_t>(rank)].push_back(params[5].grad().reshape({-1}).clone());
+    }
+  });
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const auto& g = got[static_cast<size_t>(rank)];
+    EXPECT_TRUE(torch::equal(g[0], expected_average(kWorld, 5, 0))) << "rank " << rank;
+    EXPECT_TRUE(torch::equal(g[1], local_grad(rank, 5, 1))) << "rank " << rank << " off: " << g[1];
+    EXPECT_TRUE(torch::equal(g[2], expected_average(kWorld, 5, 2))) << "rank " << rank;
+  }
+}
+
 }  // namespace
 }  // namespace hpctrain::dist

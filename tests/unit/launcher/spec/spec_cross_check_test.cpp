@@ -87,6 +87,23 @@ TEST_F(CrossCheck, NodeLossPolicyFitsTheSpares) {
   EXPECT_ERROR_ON(resolve({"job.extra_sbatch=[\"--no-kill\"]"}), "job.extra_sbatch");
 }
 
+TEST_F(CrossCheck, LocalSgdKeysWrittenWhereTheyDoNothingAreSaid) {
+  const Outcome local = resolve({"train.sync=local_sgd", "train.sync_every_steps=8",
+                                 "train.outer_optimizer=nesterov", "train.outer_lr=0.5"});
+  EXPECT_TRUE(local.clean() && local.warnings.empty()) << local.text();
+  // Without train.sync = "local_sgd" (a typo, or forgotten) none of them does anything.
+  const Outcome forgotten = resolve({"train.sync_every_steps=8", "train.outer_optimizer=nesterov"});
+  EXPECT_TRUE(forgotten.clean()) << forgotten.text();
+  EXPECT_TRUE(forgotten.warning_on("train.sync_every_steps")) << forgotten.text();
+  EXPECT_TRUE(forgotten.warning_on("train.outer_optimizer")) << forgotten.text();
+  const Outcome plain = resolve({"train.sync=local_sgd", "train.outer_momentum=0.5"});
+  EXPECT_TRUE(plain.warning_on("train.outer_momentum")) << plain.text();
+  EXPECT_FALSE(plain.warning_on("train.sync")) << plain.text();
+  EXPECT_ERROR_ON(resolve({"train.sync=local"}), "train.sync");
+  EXPECT_ERROR_ON(resolve({"train.sync=local_sgd", "train.sync_every_steps=0"}),
+                  "train.sync_every_steps");
+}
+
 TEST_F(CrossCheck, SignalLeavesMoreThanAMinuteOfTheTimeLimit) {
   // 300 s of lead + 60 s of training: the time limit must exceed 360 s.
   EXPECT_CLEAN(resolve({"preemption.signal_lead_s=300", "job.time=06:01"}));
