@@ -213,12 +213,13 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
   // until all hold the same one.
   std::vector<std::string> shared = {"model.pt", "optimizer.pt", "trainer.json"};
   const bool local = state.local_sgd != nullptr;
-  if (local) shared.push_back(kLocalSgdFile);
-  // Local SGD needs more than its own id's files: rank R > 0 its local-rank-R.pt, and at another
-  // world size every rank all the saving ranks' (it starts from their mean). A step whose files
-  // cannot all be read gives way to an older one.
+  // Local SGD needs more: local_sgd.pt, rank R > 0 its local-rank-R.pt, and at another world
+  // size every rank all the saving ranks' (it starts from their mean). They are asked for once a
+  // step is found and its resume key checked: a checkpoint of an all-reduce run is refused by
+  // name, not passed over as damaged. A step whose files cannot all be read gives way to an
+  // older one.
   const auto locals_needed = [&](const checkpoint::Loaded& l) {
-    std::vector<std::string> names;
+    std::vector<std::string> names = {kLocalSgdFile};
     if (l.world_size == comm_.size()) {
       if (comm_.rank() != 0) names.push_back(local_file(comm_.rank()));
     } else {
@@ -356,9 +357,11 @@ void Checkpointer::restore_local(TrainingState& state, const checkpoint::Loaded&
   const std::string at_step = " of step " + std::to_string(loaded.step);
   std::set<std::string> parameter_names;
   for (const auto& p : state.model.named_parameters()) parameter_names.insert(p.key());
-  // Takes `from`'s entries into `into`: parameters and buffers (model) apart, each a piece.
+  // The pieces, named on every rank (rank 0 lists them; its own state is model.pt's).
+  const bool params = restoring("local.parameters"), buffers = restoring("local.buffers");
+  const bool optimizer = restoring("local.optimizer");
+  // Takes `from`'s entries into `weights`: parameters and buffers apart, each a piece.
   const auto take_model = [&](const std::vector<std::pair<std::string, at::Tensor>>& from) {
-    const bool params = restoring("local.parameters"), buffers = restoring("local.buffers");
     for (const auto& [key, t] : from) {
       if (!(parameter_names.count(key) ? params : buffers)) continue;
       if (at::Tensor* slot = weights.find(key)) {
@@ -374,7 +377,7 @@ void Checkpointer::restore_local(TrainingState& state, const checkpoint::Loaded&
       const std::string name = local_file(comm_.rank());
       const LocalPart part = parse_local(loaded.files.at(name), name + at_step);
       take_model(part.model);
-      if (restoring("local.optimizer")) opt = to_state_dict(part.optimizer);
+      if (optimizer) opt = to_state_dict(part.optimizer);
     }
   } else {
     // Another world size: every rank starts from the mean of the saving ranks' models and
@@ -388,7 +391,7 @@ void Checkpointer::restore_local(TrainingState& state, const checkpoint::Loaded&
       opts.push_back(std::move(part.optimizer));
     }
     take_model(average_state(models));
-    if (restoring("local.optimizer")) opt = to_state_dict(average_state(opts));
+    if (optimizer) opt = to_state_dict(average_state(opts));
     if (comm_.rank() == 0 && out_) {
       *out_ << rt::rank_prefix() << "local SGD: the checkpoint's " << loaded.world_size
             << " ranks' models and optimizer states averaged for " << comm_.size() << " ranks"

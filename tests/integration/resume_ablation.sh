@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Every piece of state a checkpoint restores is proven to matter: a test fails without it.
 #
-# Two runs of 2 ranks, each stopped by SIGUSR2 at a random step in the middle of its second epoch
-# and resumed:
+# Three runs of 2 ranks, each stopped by SIGUSR2 at a random step in the middle of its second
+# epoch and resumed:
 #   alexnet  AlexNet (dropout: the per-rank random generators matter), fp32, SGD with momentum
 #   fp16     CIFAR ResNet-20 (batch-norm buffers) in fp16 on the CPU (HPCTRAIN_FP16_ON_CPU) with
 #            the loss scale starting at 2^24 and a growth interval of 3 steps: steps overflow and
 #            are skipped, the scale backs off, grows, backs off again, across the stop
+#   localsgd CIFAR ResNet-20, fp32, local SGD (train.sync = "local_sgd", an averaging every 3
+#            steps after 2 of all-reduce, the Nesterov outer step) stopped between two
+#            averagings: each rank's own model and optimizer state and the outer state matter
 # Each resumed run must end bitwise equal to its uninterrupted twin, and the fp16 run must log the
 # same loss scale at every step after the resume. The worker lists the pieces of state it restored
 # (HPCTRAIN_RESUME_PIECES: model.parameters, optimizer.momentum_buffer, scaler.scale, rng.cpu,
@@ -27,6 +30,10 @@ make_spec() {  # make_spec NAME RUN_DIR CONFIG
   if [[ $3 == alexnet ]]; then
     config=(model.arch=alexnet data.synthetic_samples=128 data.synthetic_image_size=64
             train.precision=fp32)
+  elif [[ $3 == localsgd ]]; then
+    config=(data.synthetic_samples=256 data.synthetic_image_size=16 train.precision=fp32
+            train.sync=local_sgd train.sync_every_steps=3 train.sync_warmup_steps=2
+            train.outer_optimizer=nesterov)
   else
     config=(data.synthetic_samples=256 data.synthetic_image_size=16 train.precision=fp16)
   fi
@@ -36,9 +43,10 @@ make_spec() {  # make_spec NAME RUN_DIR CONFIG
 }
 
 declare -A pieces_of finger_of base_of
-steps_per_epoch=8
-for config in alexnet fp16; do
-  [[ $config == fp16 ]] && steps_per_epoch=16
+configs=(alexnet fp16 localsgd)
+for config in "${configs[@]}"; do
+  steps_per_epoch=16
+  [[ $config == alexnet ]] && steps_per_epoch=8
   make_spec "$config-straight" "$work/$config-straight" "$config"
   launch "$config-straight" 2 "$work/$config-straight.log"
   finish; [[ $statuses == "0 0" ]] || fail "$config: uninterrupted run exited '$statuses'"
@@ -57,6 +65,14 @@ for config in alexnet fp16; do
     stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/$config-stopped.log.rank0" | grep -oE '[0-9]+$')
     (( stopped_at > steps_per_epoch && stopped_at < 2 * steps_per_epoch )) \
       || fail "$config: stopped at step $stopped_at, not inside the second epoch"
+    if [[ $config == localsgd ]]; then
+      local_steps=$("$python" -c 'import sys, torch; print(torch.load(sys.argv[1], weights_only=True)["local_steps"].item())' \
+        "$work/$config-stopped"/checkpoints/step-*"$stopped_at"/local_sgd.pt)
+      echo "localsgd: stopped at step $stopped_at, $local_steps local steps after the last averaging"
+      (( local_steps > 0 )) && break
+      (( attempt < 6 )) || fail "localsgd: six stops, each on an averaging step"
+      continue
+    fi
     [[ $config == fp16 ]] || break
     tracker=$(jq .scaler.growth_tracker "$work/$config-stopped"/checkpoints/step-*"$stopped_at"/trainer.json)
     echo "fp16: stopped at step $stopped_at with the scaler's growth tracker at $tracker"
@@ -91,6 +107,17 @@ for key in torch.load(f"{step}/optimizer.pt", weights_only=True):
     held.add("optimizer." + key.rsplit(".", 1)[-1])
 for path in glob.glob(f"{step}/rng-rank-*.pt"):
     held.update("rng." + key for key in torch.load(path, weights_only=True))
+# Local SGD: every rank's own model and optimizer state, and the outer state.
+for path in glob.glob(f"{step}/local-rank-*.pt"):
+    for key in torch.load(path, weights_only=True):
+        kind, name = key.split(".", 1)
+        if kind == "optimizer":
+            held.add("local.optimizer")
+        else:
+            held.add("local.buffers" if name.rsplit(".", 1)[-1] in buffers else "local.parameters")
+if os.path.exists(f"{step}/local_sgd.pt"):
+    held.update("local_sgd." + key.split(".")[0]
+                for key in torch.load(f"{step}/local_sgd.pt", weights_only=True))
 trainer = json.load(open(f"{step}/trainer.json"))
 metadata = {"format_version", "resume", "time", "world_size", "batch_size", "finished"}
 for key, value in trainer.items():
@@ -140,13 +167,21 @@ echo "pieces of state restored: $(tr '\n' ' ' <<<"$all_pieces")"
 uncaught=()
 for piece in $all_pieces; do
   caught=
-  for config in alexnet fp16; do
+  for config in "${configs[@]}"; do
     grep -qx "$piece" <<<"${pieces_of[$config]}" || continue
     dir=$work/$config-ablate-${piece//./-}
     cp -a "${base_of[$config]}" "$dir"
     make_spec "$config-ablate" "$dir" "$config"
     HPCTRAIN_RESUME_SKIP=$piece launch "$config-ablate" 2 "$dir.log"
-    finish; [[ $statuses == "0 0" ]] || fail "$config without $piece: exited '$statuses'"
+    finish
+    if [[ $statuses != "0 0" ]]; then
+      # Caught too when the run itself finds the damage (the ranks' weights differ, say).
+      why=$(grep -h 'disagree\|error\|Error' "$dir.log.rank0" | tail -n 1)
+      [[ -n $why ]] || fail "$config without $piece: exited '$statuses' and said nothing"
+      printf '  %-28s caught by %-8s (exited %s: %s)\n' "$piece" "$config" "$statuses" "${why:0:90}"
+      caught=1
+      break
+    fi
     got=$(fingerprint "$dir.log")
     if [[ $got != "${finger_of[$config]}" ]]; then
       printf '  %-28s caught by %-8s (weights %s, not %s)\n' "$piece" "$config" "$got" "${finger_of[$config]}"

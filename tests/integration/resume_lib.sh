@@ -5,7 +5,7 @@ set -uo pipefail
 worker=$1
 work=$(mktemp -d /var/tmp/hpctrain-resume.XXXXXX)
 pids=()
-cleanup() { kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$work"; }
+cleanup() { kill -9 "${pids[@]}" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] || rm -rf "$work"; }
 trap cleanup EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../support/synthetic_spec.sh"
