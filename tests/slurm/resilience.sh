@@ -11,9 +11,11 @@
 # lost node, the spare added, detection, stop and recovery times) then a completed one, hpctrain
 # status tells of the loss, at most one checkpoint interval of steps is redone, and the final
 # weights equal the reference's bitwise. Then
-#   shrink     on_node_loss = "shrink" without a spare: a node is killed in the middle of an epoch,
-#              the run finishes on 2 nodes (4 ranks), and across the interrupted epoch no sample is
-#              seen twice and none is skipped but the last partial global batch.
+#   shrink     on_node_loss = "shrink" without a spare, training with local SGD (an averaging
+#              every 5 steps, checkpoints every 7): a node is killed in the middle of an epoch,
+#              the run finishes on 2 nodes (4 ranks) from the mean of the 6 ranks' models, and
+#              across the interrupted epoch no sample is seen twice and none is skipped but the
+#              last partial global batch.
 # The steps are random; HPCTRAIN_RESILIENCE_STEPS="KILL CUT SHRINK" repeats a run.
 # Needs HPCTRAIN, WORKER, HPCTRAIN_MN_SCRIPT and SLURM_CONF (DIR/slurm.conf of the cluster to start).
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -146,7 +148,7 @@ new_r0=$(rank0_node "$work/cut")
 # the resumed position is inside an epoch; three epochs, whatever the step count per epoch.
 fresh_cluster 3
 shrink_spec=$(spec shrink 3 -resilience.spare_nodes resilience.on_node_loss=shrink train.epochs=3 \
-  -train.max_steps checkpoint.every_steps=7)
+  -train.max_steps checkpoint.every_steps=7 train.sync=local_sgd train.sync_every_steps=5)
 # Every rank traces its batches (sbatch passes the submitter's environment on).
 lost=$(HPCTRAIN_TRACE_SAMPLES=$work/shrink/trace run_with_loss shrink "$shrink_spec" "$shrink_at" kill other) ||
   exit 1
@@ -157,6 +159,8 @@ jq -e -s --arg lost "$lost" '
   (.[1] | .reason == "completed" and .world_size == 4 and (.nodes | split(",") | length == 2))' \
   "$run/attempts.jsonl" > /dev/null || fail "shrink: ledger is not a loss then completion on 4 ranks"
 "$HPCTRAIN" status "$run" | grep -q "shrank to 4 ranks" || fail "shrink: status: $("$HPCTRAIN" status "$run")"
+grep -rqs "local SGD: the checkpoint's 6 ranks' models and optimizer states averaged for 4 ranks" \
+  "$run/logs" || fail "shrink: the resumed step did not start local SGD from the 6 ranks' mean"
 # Every rank's trace: "epoch step sample...", one line a batch, a file per step of the script
 # (trace.RESTART.STEP.rank-R). The first step's batches from the resumed checkpoint on were
 # trained again: they do not count.
