@@ -134,6 +134,7 @@ void for_each_key(S& s, F&& f) {
   f("resilience.on_node_loss", r.on_node_loss);
   f("resilience.max_node_losses", r.max_node_losses);
   f("resilience.heartbeat_timeout_s", r.heartbeat_timeout_s);
+  f("resilience.hang_timeout_s", r.hang_timeout_s);
 
   f("sweep.mode", s.sweep.mode);
   f("sweep.max_parallel", s.sweep.max_parallel);

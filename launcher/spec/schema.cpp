@@ -230,6 +230,9 @@ std::vector<Field> make_fields() {
       integer("resilience.heartbeat_timeout_s", kDef, "10", 2, 3600,
               "A rank silent this long is lost: the others stop instead of waiting for the "
               "collective timeout."),
+      integer("resilience.hang_timeout_s", kDef, "0", 0, 86400,
+              "A rank alive but without progress this long is hung: every rank stops, naming "
+              "the ranks the others wait for; 0 = 10x the median step time, at least 60 s."),
 
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",

@@ -121,7 +121,7 @@ struct PreemptionSpec {
 struct ResilienceSpec {
   int64_t spare_nodes = 0;
   OnNodeLoss on_node_loss = OnNodeLoss::kAuto;
-  int64_t max_node_losses = 0, heartbeat_timeout_s = 0;
+  int64_t max_node_losses = 0, heartbeat_timeout_s = 0, hang_timeout_s = 0;
 
   // kAuto resolved: replace when there are spare nodes, else requeue.
   OnNodeLoss policy() const {

@@ -23,6 +23,10 @@ inline constexpr int kExitRequeue = 75;
 // timeout: the sbatch script checks the step's nodes and, if one is lost, recovers
 // (docs/resilience.md). EX_PROTOCOL.
 inline constexpr int kExitPeerLost = 76;
+// The hang watchdog found a rank that makes no progress while it is alive (stuck in data
+// loading, a collective, the filesystem): every rank stops, the ranks the others wait for after
+// printing their threads' stacks (docs/resilience.md "Hangs").
+inline constexpr int kExitHang = 77;
 
 // Thrown to end a program with `status` once what() (a whole message, "hpctrain: ..." for the
 // launcher) is printed to stderr: the launcher's commands and what they call in launcher/run.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/progress.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::dist {
@@ -194,7 +195,9 @@ void GradSync::finish() {
   launch_ready_buckets();  // no-overlap mode, or anything still pending
   lock.unlock();
   torch::NoGradGuard no_grad;
-  for (auto& b : buckets_) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    progress::enter(progress::Phase::kAllReduce, static_cast<int>(i));
     b.work->wait();
     int64_t offset = 0;
     for (size_t k : b.params) {

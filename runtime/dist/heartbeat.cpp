@@ -1,14 +1,21 @@
 #include "dist/heartbeat.hpp"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/error.hpp"
+#include "common/process.hpp"
+#include "common/progress.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -18,7 +25,20 @@ using namespace std::chrono_literals;
 
 std::string beat_key(int rank) { return "hb/beat/" + std::to_string(rank); }
 std::string left_key(int rank) { return "hb/left/" + std::to_string(rank); }
+std::string where_key(int rank) { return "hb/where/" + std::to_string(rank); }
 const std::string kVerdictKey = "hb/verdict";
+// A hang verdict: "hang\n<ranks named, comma-separated>\n<the message>".
+const std::string kHangTag = "hang\n";
+
+// "1, 3, 5" (at most `most`, then "and N more").
+std::string rank_list(const std::vector<int>& ranks, size_t most = 8) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < most; ++i) {
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  if (ranks.size() > most) out += " and " + std::to_string(ranks.size() - most) + " more";
+  return out;
+}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -44,6 +64,14 @@ struct Heartbeat::State {
   std::atomic<bool> leaving{false};
   std::atomic<Clock::rep> last_ok{Clock::now().time_since_epoch().count()};
 
+  // Rank 0's hang watch: every rank's last published progress and when its counter last moved,
+  // and rank 0's step times (for the automatic timeout).
+  std::vector<std::optional<progress::Snapshot>> where;
+  std::vector<Clock::time_point> progressed;
+  int64_t seen_step = -1;
+  Clock::time_point seen_step_at;
+  std::vector<double> step_seconds;  // the last 64 (seconds per step between observations)
+
   std::string host(int rank) const {
     if (rank >= 0 && static_cast<size_t>(rank) < o.hosts.size() && !o.hosts[rank].empty()) {
       return " (" + o.hosts[rank] + ")";
@@ -58,6 +86,36 @@ struct Heartbeat::State {
                              std::to_string(o.exit_status) + ") so the job can recover\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
     ::_exit(o.exit_status);
+  }
+
+  // Ends the process for a hang: the verdict, this rank's threads' stacks when it is one of
+  // those named, then hang_exit_status.
+  [[noreturn]] void hung(const std::string& why, bool named) const {
+    std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
+                       std::to_string(o.hang_exit_status) + ")\n";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    if (named && o.dump_stacks) {
+      // gdb attaches to this process from a child: allowed under Yama's ptrace_scope 1 only
+      // when the process says so.
+      ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+      const auto r =
+          common::run_command({"gdb", "-p", std::to_string(::getpid()), "-batch", "-nx", "-ex",
+                               "set pagination off", "-ex", "thread apply all bt"},
+                              std::chrono::seconds(60), 1 << 20);
+      std::string dump = rt::rank_prefix() + "the threads of this rank, as gdb sees them:\n";
+      if (r.not_found) {
+        dump = rt::rank_prefix() + "no stacks: gdb is not on PATH\n";
+      } else {
+        dump += r.out;
+        if (r.exit_status != 0 || r.timed_out) {
+          dump += rt::rank_prefix() + "gdb " +
+                  (r.timed_out ? "timed out" : "exited " + std::to_string(r.exit_status)) + ": " +
+                  first_line(r.err) + "\n";
+        }
+      }
+      n = ::write(STDERR_FILENO, dump.data(), dump.size());
+    }
+    ::_exit(o.hang_exit_status);
   }
 
   // Sleeps for `d` unless told to stop (or, for the beat thread, to leave); false when stopping.
@@ -92,9 +150,13 @@ struct Heartbeat::State {
         store->add(beat_key(o.rank), 1);
         if (o.rank == 0) {
           watch_counters(seen, moved);
-        } else if (store->check({kVerdictKey})) {
-          const auto v = store->get(kVerdictKey);
-          lost("rank 0 reports: " + std::string(v.begin(), v.end()));
+          watch_progress();
+        } else {
+          store->set(where_key(o.rank), progress::encode(progress::snapshot()));
+          if (store->check({kVerdictKey})) {
+            const auto v = store->get(kVerdictKey);
+            read_verdict(std::string(v.begin(), v.end()));
+          }
         }
         last_ok.store(Clock::now().time_since_epoch().count());
       }
@@ -127,7 +189,123 @@ struct Heartbeat::State {
     }
   }
 
+  void read_verdict(const std::string& v) const {
+    if (v.rfind(kHangTag, 0) != 0) lost("rank 0 reports: " + v);
+    const size_t end_of_ranks = v.find('\n', kHangTag.size());
+    const std::string ranks = v.substr(kHangTag.size(), end_of_ranks - kHangTag.size());
+    const std::string message = end_of_ranks == std::string::npos ? "" : v.substr(end_of_ranks + 1);
+    bool named = false;
+    std::istringstream in(ranks);
+    for (std::string r; std::getline(in, r, ',');) named = named || r == std::to_string(o.rank);
+    hung("rank 0 reports: " + message, named);
+  }
+
+  // The hang timeout now: the option, or 10 times rank 0's median step time (at least the floor).
+  std::chrono::milliseconds hang_limit() const {
+    if (o.hang_timeout.count() > 0) return o.hang_timeout;
+    if (step_seconds.empty()) return o.hang_floor;
+    std::vector<double> sorted = step_seconds;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    const auto ten =
+        std::chrono::milliseconds(static_cast<int64_t>(10000 * sorted[sorted.size() / 2]));
+    return std::max(o.hang_floor, ten);
+  }
+
+  // Rank 0: reads every rank's progress; when one has not moved past its limit, names the ranks
+  // furthest behind and ends the job (hung()).
+  void watch_progress() {
+    const auto now = Clock::now();
+    if (where.empty()) {
+      where.resize(static_cast<size_t>(o.world_size));
+      progressed.assign(static_cast<size_t>(o.world_size), now);
+    }
+    for (int r = 0; r < o.world_size; ++r) {
+      std::optional<progress::Snapshot> s;
+      if (r == 0) {
+        s = progress::snapshot();
+      } else if (store->check({where_key(r)})) {
+        const auto v = store->get(where_key(r));
+        s = progress::parse(std::string(v.begin(), v.end()));
+      }
+      if (!s) continue;
+      auto& last = where[static_cast<size_t>(r)];
+      if (!last || last->counter != s->counter) progressed[static_cast<size_t>(r)] = now;
+      last = s;
+    }
+    // Rank 0's step times, for the automatic timeout: between two observations of a new step.
+    const int64_t step = where[0]->step;
+    if (step != seen_step) {
+      if (seen_step >= 0 && step > seen_step) {
+        if (step_seconds.size() == 64) step_seconds.erase(step_seconds.begin());
+        step_seconds.push_back(std::chrono::duration<double>(now - seen_step_at).count() /
+                               static_cast<double>(step - seen_step));
+      }
+      seen_step = step;
+      seen_step_at = now;
+    }
+    const auto limit = hang_limit();
+    std::chrono::milliseconds longest{0};
+    for (int r = 0; r < o.world_size; ++r) {
+      const auto& s = where[static_cast<size_t>(r)];
+      if (!s || s->phase == progress::Phase::kStarting || s->phase == progress::Phase::kFinishing) {
+        continue;
+      }
+      const auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
+          now - progressed[static_cast<size_t>(r)]);
+      const auto allowed =
+          s->phase == progress::Phase::kCheckpoint ? std::max(limit, o.checkpoint_timeout) : limit;
+      if (still >= allowed) longest = std::max(longest, still);
+    }
+    if (longest.count() == 0) return;
+    // The ranks the others wait for: the lowest step, then the earliest phase of it.
+    std::pair<int64_t, int> behind{INT64_MAX, INT32_MAX};
+    for (const auto& s : where) {
+      if (s) behind = std::min(behind, {s->step, static_cast<int>(s->phase)});
+    }
+    std::vector<int> named;
+    std::map<std::string, std::vector<int>> others;  // "agreement at step 12" -> ranks
+    std::ostringstream message;
+    message << "hang: no progress for " << seconds_text(longest) << " (hang timeout "
+            << seconds_text(limit) << "): ";
+    for (int r = 0; r < o.world_size; ++r) {
+      const auto& s = where[static_cast<size_t>(r)];
+      if (!s) continue;
+      const std::string at =
+          progress::phase_name(s->phase, s->detail) + " at step " + std::to_string(s->step);
+      if (std::pair<int64_t, int>{s->step, static_cast<int>(s->phase)} == behind) {
+        const auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
+            now - progressed[static_cast<size_t>(r)]);
+        message << (named.empty() ? "" : ", ") << "rank " << r << host(r) << " in " << at << " for "
+                << seconds_text(still);
+        named.push_back(r);
+      } else {
+        others[at].push_back(r);
+      }
+    }
+    if (others.empty()) {
+      message << " (every rank)";
+    } else {
+      message << "; the others wait: ";
+      bool first = true;
+      for (const auto& [at, ranks] : others) {
+        message << (first ? "" : ", ") << (ranks.size() == 1 ? "rank " : "ranks ")
+                << rank_list(ranks) << " in " << at;
+        first = false;
+      }
+    }
+    std::string ranks;
+    for (int r : named) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    store->set(kVerdictKey, kHangTag + ranks + "\n" + message.str());
+    // The others read the verdict on their next beat; this process serves the store.
+    std::this_thread::sleep_for(interval + interval / 2);
+    hung(message.str(), std::find(named.begin(), named.end(), 0) != named.end());
+  }
+
   void say_goodbye() {
+    // Leaving is not hanging: rank 0's watch passes over a rank that finished.
+    progress::Snapshot done = progress::snapshot();
+    done.phase = progress::Phase::kFinishing;
+    if (o.rank != 0) store->set(where_key(o.rank), progress::encode(done));
     store->set(left_key(o.rank), "1");
     if (o.rank == 0) {
       // The store lives in this process: wait until every rank has left before it goes.
@@ -168,6 +346,9 @@ Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions opt
   state_->interval = std::min<std::chrono::milliseconds>(1000ms, state_->o.timeout / 5);
   state_->store->setTimeout(state_->o.timeout);
   state_->store->add(beat_key(state_->o.rank), 1);
+  if (state_->o.rank != 0) {
+    state_->store->set(where_key(state_->o.rank), progress::encode(progress::snapshot()));
+  }
   state_->running = 2;
   // The threads hold the state: if one is stuck in a store call when this object goes, it is
   // left behind rather than waited for.

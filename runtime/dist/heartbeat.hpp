@@ -7,6 +7,13 @@
 // way the rank prints the verdict and ends its process with `exit_status`: a rank blocked in a
 // Gloo collective cannot be interrupted otherwise, and the sbatch script, not this rank, decides
 // what happens next.
+//
+// The hang watchdog rides on the same beats: each rank publishes where its training stands
+// (common/progress.hpp: step, phase, a counter that moves on every phase change). When some
+// rank's counter has not moved for the hang timeout while it still beats, rank 0 names the ranks
+// the others wait for (the furthest behind: lowest step, then earliest phase), with their host,
+// phase, step and seconds, and what the others are in; every rank ends with
+// `hang_exit_status`, the named ones after printing their threads' stacks (gdb, where present).
 // Thread safety: construct and leave() from one thread; two threads of its own run meanwhile.
 #pragma once
 
@@ -30,6 +37,14 @@ struct HeartbeatOptions {
   std::string store_address;       // "host:port", for the messages
   std::chrono::milliseconds timeout{10000};
   int exit_status = 1;
+  // A rank whose progress has not moved this long is hung; 0: automatic, 10 times the median
+  // step time of rank 0, at least `hang_floor`. Start-up and finishing are not watched; a
+  // checkpoint has `checkpoint_timeout` at least.
+  std::chrono::milliseconds hang_timeout{0};
+  std::chrono::milliseconds hang_floor{60000};
+  std::chrono::milliseconds checkpoint_timeout{600000};
+  int hang_exit_status = 1;
+  bool dump_stacks = true;  // the ranks named print their threads' stacks before exiting
 };
 
 class Heartbeat {

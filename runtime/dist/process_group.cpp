@@ -85,15 +85,12 @@ class C10dGroup : public ProcessGroup, public Communicator {
   const RendezvousPlan& plan() const override { return plan_; }
   std::string store_address() const override { return host_ + ":" + std::to_string(port_); }
 
-  void start_heartbeat(std::chrono::milliseconds timeout, int exit_status) override {
+  void start_heartbeat(HeartbeatOptions o) override {
     if (world_.world_size < 2 || heartbeat_) return;
-    HeartbeatOptions o;
     o.rank = world_.rank;
     o.world_size = world_.world_size;
     o.hosts = hosts_;
     o.store_address = store_address();
-    o.timeout = timeout;
-    o.exit_status = exit_status;
     try {
       heartbeat_ = std::make_unique<Heartbeat>(store_->clone(), o);
     } catch (const std::exception& e) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dist/communicator.hpp"
+#include "dist/heartbeat.hpp"
 #include "dist/rendezvous.hpp"
 #include "dist/world.hpp"
 
@@ -39,9 +40,11 @@ class ProcessGroup {
   // "host:port" of the store.
   virtual std::string store_address() const = 0;
 
-  // Starts this rank's heartbeat (dist/heartbeat.hpp) on a store connection of its own: when a
-  // peer, or the store, is silent for `timeout`, the process ends with `exit_status`.
-  virtual void start_heartbeat(std::chrono::milliseconds timeout, int exit_status) = 0;
+  // Starts this rank's heartbeat and hang watchdog (dist/heartbeat.hpp) on a store connection of
+  // its own: when a peer, or the store, is silent for `options.timeout`, the process ends with
+  // `options.exit_status`; a hang, with `options.hang_exit_status`. The group fills in the rank,
+  // world size, hosts and store address.
+  virtual void start_heartbeat(HeartbeatOptions options) = 0;
   // An orderly end (finished, or checkpointed to be requeued): the heartbeat stops without
   // alarming the others. No-op without a heartbeat.
   virtual void leave() = 0;

@@ -25,6 +25,7 @@
 
 #include "common/clock.hpp"
 #include "common/error.hpp"
+#include "common/progress.hpp"
 #include "common/run_layout.hpp"
 #include "data/loader.hpp"
 #include "data/source.hpp"
@@ -170,6 +171,7 @@ class Trainer {
         result.eval = run_eval(epoch);
       }
     }
+    progress::enter(progress::Phase::kFinishing);
     result.steps = step_;
     result.train_seconds = seconds_since(t0) - eval_seconds_;  // training alone
     result.images_per_s =
@@ -343,6 +345,7 @@ class Trainer {
     }
     resumed_ = checkpointer_->restore(*state_);
     if (resumed_) resume_from(*resumed_);
+    progress::set_step(step_);
     if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_);  // after the restore
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     if (comm_.rank() == 0 && options_.out) {
@@ -399,6 +402,7 @@ class Trainer {
       // (HPCTRAIN_CUDA_SYNC_DEBUG checks that).
       std::optional<SyncDebugScope> no_sync;
       if (sync_debug_) no_sync.emplace(sync_debug_);
+      progress::enter(progress::Phase::kDataWait);
       auto batch = input_->next();
       if (!batch) break;
       const double lr = schedule_->lr_at(step_);
@@ -417,12 +421,15 @@ class Trainer {
       }
       grad_sync_->prepare();
       at::Tensor loss;
+      progress::enter(progress::Phase::kForward);
       {
         AutocastGuard autocast(device_.type(), spec_.train.precision);
         loss = F::cross_entropy(model_->forward(batch->images), batch->labels, ce);
       }
+      progress::enter(progress::Phase::kBackward);
       (scaler_ ? scaler_->scale(loss) : loss).backward();
       grad_sync_->finish();
+      progress::enter(progress::Phase::kAgreement);
       // One small all-reduce per step settles everything the ranks must decide alike: the fp16
       // inf/NaN verdict, a stop signal on any rank, rank 0's clock-based checkpoint decisions
       // and the state of a background save.
@@ -431,12 +438,17 @@ class Trainer {
       } else {
         agree_on_host();
       }
-      if (local_sgd_ && local_sgd_->due()) local_sgd_->synchronize();
+      if (local_sgd_ && local_sgd_->due()) {
+        progress::enter(progress::Phase::kAverage);
+        local_sgd_->synchronize();
+      }
       no_sync.reset();
       const Agreed agreed = deferred_ ? previous_agreement() : Agreed{host_agreed_, step_};
       window_loss_ += loss.detach().to(at::kDouble);
       ++window_steps_;
       ++step_;
+      progress::set_step(step_);
+      progress::enter(progress::Phase::kStepEnd);
       // The device path's first step has nothing to act on yet.
       const float* slots = agreed.slots ? agreed.slots : kNothingAgreed;
       checkpointer_->settle(slots, agreed.gathered_at);
@@ -544,6 +556,7 @@ class Trainer {
 
   // Saves a checkpoint of the current position (the device path's step counts first).
   void save(bool finished, bool allow_async) {
+    progress::enter(progress::Phase::kCheckpoint);
     if (fused_) fused_->flush_state();
     checkpointer_->save(*state_, position(), finished, allow_async);
   }
@@ -656,6 +669,7 @@ class Trainer {
   }
 
   EvalResult run_eval(int64_t epoch) {
+    progress::enter(progress::Phase::kEval);
     sync_buffers();
     model_->eval();
     const auto t0 = Clock::now();
@@ -663,6 +677,7 @@ class Trainer {
     const at::DeviceType device = device_.type();
     EvalResult r = evaluate(
         [&](const at::Tensor& x) {
+          progress::tick();  // a batch evaluated: progress inside the phase
           AutocastGuard autocast(device, precision);
           return model_->forward(x);
         },

@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
+#include "common/progress.hpp"
 #include "dist/launch.hpp"
 #include "dist/process_group.hpp"
 #include "preempt/signals.hpp"
@@ -122,7 +123,23 @@ int run(const Options& options) {
   if (!spec) {
     HPCTRAIN_THROW(rt::EnvError, "nothing to run: give --spec RUN_DIR/spec.toml (or --selftest)");
   }
-  group->start_heartbeat(std::chrono::seconds(spec->resilience.heartbeat_timeout_s), kExitPeerLost);
+  // Tests: a stall planted in one rank's training (common/progress.hpp).
+  if (const char* stall = std::getenv("HPCTRAIN_TEST_STALL"); stall && *stall) {
+    try {
+      progress::plant_stall(stall, group->communicator().rank());
+    } catch (const std::invalid_argument& e) {
+      HPCTRAIN_THROW(rt::EnvError, e.what());
+    }
+  }
+  {
+    dist::HeartbeatOptions beat;
+    beat.timeout = std::chrono::seconds(spec->resilience.heartbeat_timeout_s);
+    beat.exit_status = kExitPeerLost;
+    beat.hang_timeout = std::chrono::seconds(spec->resilience.hang_timeout_s);
+    beat.checkpoint_timeout = std::chrono::seconds(spec->checkpoint.commit_timeout_s);
+    beat.hang_exit_status = kExitHang;
+    group->start_heartbeat(beat);
+  }
   train::TrainOptions train_options;
   // The script exports the run directory (a job array task's own); a hand-started worker uses
   // the spec's.

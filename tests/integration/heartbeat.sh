@@ -27,12 +27,7 @@ silenced() {
   local name=$1 victim=$2 r start elapsed
   hb_spec "$name" 20
   launch "$name" 3 "$work/$name.log"
-  local trace=$work/$name.log.trace.rank-0 deadline=$((SECONDS + 60))
-  until [[ $(tail -n 1 "$trace" 2>/dev/null | cut -d' ' -f2) =~ ^[0-9]+$ ]] &&
-        (( $(tail -n 1 "$trace" | cut -d' ' -f2) >= 6 )); do
-    (( SECONDS < deadline )) || fail "$name: no step 6 within 60 s"
-    sleep 0.05
-  done
+  wait_for_step "$work/$name.log" 6
   kill -STOP "${pids[$victim]}"
   start=$SECONDS
   for r in 0 1 2; do

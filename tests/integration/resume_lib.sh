@@ -41,17 +41,23 @@ finish() {
   statuses="${all[*]}"
 }
 
-# stop_at_step LOG STEP: waits (60 s at most) until rank 0 has read the batch of global step STEP
-# (its sample trace says so), then sends SIGUSR2 to every rank. Steps, not seconds: a fast machine
-# must not finish the run before the signal.
-stop_at_step() {
-  local trace=$1.trace.rank-0 deadline=$((SECONDS + 60)) step
+# wait_for_step LOG STEP [RANK]: waits (60 s at most) until RANK (default 0) has read the batch
+# of global step STEP (its sample trace says so).
+wait_for_step() {
+  local rank=${3:-0} step deadline=$((SECONDS + 60))
+  local trace=$1.trace.rank-$rank
   while :; do
     step=$(tail -n 1 "$trace" 2>/dev/null | cut -d' ' -f2)
-    [[ $step =~ ^[0-9]+$ ]] && (( step >= $2 )) && break
-    (( SECONDS < deadline )) || fail "rank 0 did not reach step $2 within 60 s"
+    [[ $step =~ ^[0-9]+$ ]] && (( step >= $2 )) && return 0
+    (( SECONDS < deadline )) || fail "rank $rank did not reach step $2 within 60 s"
     sleep 0.02
   done
+}
+
+# stop_at_step LOG STEP: once rank 0 has read the batch of global step STEP, sends SIGUSR2 to
+# every rank. Steps, not seconds: a fast machine must not finish the run before the signal.
+stop_at_step() {
+  wait_for_step "$1" "$2"
   kill -USR2 "${pids[@]}" 2>/dev/null
 }
 

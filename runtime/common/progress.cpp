@@ -1,0 +1,116 @@
+#include "common/progress.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace hpctrain::progress {
+namespace {
+
+std::atomic<int64_t> g_step{0};
+std::atomic<int> g_phase{static_cast<int>(Phase::kStarting)};
+std::atomic<int> g_detail{-1};
+std::atomic<uint64_t> g_counter{0};
+
+constexpr std::array<const char*, kPhases> kNames = {
+    "start-up", "end of step", "checkpoint", "evaluation", "data wait", "forward",
+    "backward", "all-reduce",  "agreement",  "averaging",  "finishing"};
+
+// The planted stall (tests), set once before training starts.
+struct Stall {
+  bool armed = false;
+  int64_t step = 0;
+  Phase phase = Phase::kStarting;
+  double seconds = 0;
+};
+Stall g_stall;
+std::atomic<bool> g_stall_done{false};
+
+}  // namespace
+
+std::string phase_name(Phase phase, int detail) {
+  const int i = static_cast<int>(phase);
+  std::string name = i >= 0 && i < kPhases ? kNames[static_cast<size_t>(i)] : "unknown phase";
+  if (phase == Phase::kAllReduce && detail >= 0) name += " bucket " + std::to_string(detail);
+  return name;
+}
+
+void enter(Phase phase, int detail) {
+  g_detail.store(detail, std::memory_order_relaxed);
+  g_phase.store(static_cast<int>(phase), std::memory_order_relaxed);
+  g_counter.fetch_add(1, std::memory_order_relaxed);
+  if (g_stall.armed && phase == g_stall.phase &&
+      g_step.load(std::memory_order_relaxed) == g_stall.step && !g_stall_done.exchange(true)) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(g_stall.seconds));
+  }
+}
+
+void set_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
+
+void tick() { g_counter.fetch_add(1, std::memory_order_relaxed); }
+
+Snapshot snapshot() {
+  Snapshot s;
+  s.counter = g_counter.load(std::memory_order_relaxed);
+  s.step = g_step.load(std::memory_order_relaxed);
+  s.phase = static_cast<Phase>(g_phase.load(std::memory_order_relaxed));
+  s.detail = g_detail.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string encode(const Snapshot& s) {
+  return std::to_string(s.counter) + " " + std::to_string(s.step) + " " +
+         std::to_string(static_cast<int>(s.phase)) + " " + std::to_string(s.detail);
+}
+
+std::optional<Snapshot> parse(const std::string& text) {
+  std::istringstream in(text);
+  Snapshot s;
+  int phase = 0;
+  if (!(in >> s.counter >> s.step >> phase >> s.detail) || phase < 0 || phase >= kPhases) {
+    return std::nullopt;
+  }
+  s.phase = static_cast<Phase>(phase);
+  return s;
+}
+
+void plant_stall(const std::string& spec, int this_rank) {
+  const auto bad = [&](const std::string& why) {
+    throw std::invalid_argument("HPCTRAIN_TEST_STALL=\"" + spec + "\": " + why +
+                                " (want RANK:STEP:PHASE:SECONDS)");
+  };
+  long long rank = 0, step = 0;
+  char phase[32] = {};
+  double seconds = 0;
+  if (std::sscanf(spec.c_str(), "%lld:%lld:%31[a-z-]:%lf", &rank, &step, phase, &seconds) != 4) {
+    bad("not four fields");
+  }
+  static const std::array<std::pair<const char*, Phase>, 7> kPlantable = {{
+      {"data", Phase::kDataWait},
+      {"forward", Phase::kForward},
+      {"backward", Phase::kBackward},
+      {"allreduce", Phase::kAllReduce},
+      {"agreement", Phase::kAgreement},
+      {"checkpoint", Phase::kCheckpoint},
+      {"eval", Phase::kEval},
+  }};
+  Stall stall;
+  for (const auto& [name, p] : kPlantable) {
+    if (std::string(phase) == name) {
+      stall.phase = p;
+      stall.armed = true;
+    }
+  }
+  if (!stall.armed) bad(std::string("unknown phase ") + phase);
+  if (seconds <= 0) bad("SECONDS must be above 0");
+  if (rank != this_rank) return;
+  stall.step = step;
+  stall.seconds = seconds;
+  g_stall = stall;
+}
+
+}  // namespace hpctrain::progress

@@ -1,0 +1,64 @@
+// Where this rank's training stands, for the hang watchdog (dist/heartbeat.hpp,
+// docs/resilience.md "Hangs"): the step, the phase of it and a counter that moves on every phase
+// change (and every evaluation batch). The training thread writes it with a few relaxed atomic
+// stores; the heartbeat thread reads it once a second and publishes it in the store, where rank
+// 0 compares the ranks and names the ones the others wait for.
+//
+// Phases are listed in the order a step goes through them, those after a step (checkpoint,
+// evaluation) first: while `step` steps are complete, a rank in a later phase is further along.
+//
+// Tests plant a stall (HPCTRAIN_TEST_STALL=RANK:STEP:PHASE:SECONDS, read by the worker): the
+// rank sleeps when it enters PHASE at STEP, as a stuck filesystem, loader or collective would.
+// Thread safety: enter() and set_step() from the training thread, tick() from any; snapshot()
+// from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace hpctrain::progress {
+
+enum class Phase : int {
+  kStarting = 0,  // before the first step: joining, loading, restoring
+  kStepEnd,       // step `step` just completed: logging, acting on the agreement
+  kCheckpoint,    // saving (after step `step`)
+  kEval,          // evaluating (after step `step`)
+  kDataWait,      // waiting for the next batch
+  kForward,
+  kBackward,   // backward, with the gradient all-reduce overlapping it
+  kAllReduce,  // waiting for gradient bucket `detail`
+  kAgreement,  // the per-step agreement all-reduce and the optimizer step
+  kAverage,    // local SGD: averaging the models
+  kFinishing,  // after the last step: the final averaging, evaluation, weights
+};
+constexpr int kPhases = 11;
+
+// "data wait", "all-reduce bucket 3", ...
+std::string phase_name(Phase phase, int detail = -1);
+
+// This rank enters `phase` (detail: the bucket of kAllReduce, else -1).
+void enter(Phase phase, int detail = -1);
+// The steps completed; call as the counter moves (also on resume).
+void set_step(int64_t step);
+// Progress inside a long phase (an evaluation batch): the counter moves, the phase stays.
+void tick();
+
+struct Snapshot {
+  int64_t step = 0;
+  Phase phase = Phase::kStarting;
+  int detail = -1;
+  uint64_t counter = 0;  // phase changes and ticks so far
+};
+Snapshot snapshot();
+
+// One line for the store: "COUNTER STEP PHASE DETAIL"; parse() reads it back (nullopt: garbled).
+std::string encode(const Snapshot& s);
+std::optional<Snapshot> parse(const std::string& text);
+
+// Tests: rank `rank` sleeps `seconds` when it enters `phase` at step `step`. Throws
+// std::invalid_argument naming what is wrong in "RANK:STEP:PHASE:SECONDS" (PHASE one of data,
+// forward, backward, allreduce, agreement, checkpoint, eval).
+void plant_stall(const std::string& spec, int this_rank);
+
+}  // namespace hpctrain::progress

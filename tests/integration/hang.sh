@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The hang watchdog (docs/resilience.md "Hangs") on 3 real worker processes: a rank that stays
+# alive (its heartbeat beats) but makes no progress, planted with HPCTRAIN_TEST_STALL, must be
+# named with its host, phase and step by every rank within hang_timeout_s + 10 s, every rank must
+# exit 77, and the named rank must print its threads' stacks (gdb, where installed).
+#   data       rank 1 sleeps entering the data wait of step 5: it is named "in data wait", the
+#              others wait in the gradient all-reduce (its first bucket)
+#   allreduce  rank 2 sleeps entering the gradient all-reduce's bucket wait of step 5, with its
+#              peers alive and waiting: it is named "in all-reduce bucket 0"
+#   none       no stall, a hang timeout of 2 s: a run whose steps are faster than that finishes
+#              with 0 on every rank (the watchdog neither fires between steps nor at the end)
+#   hang.sh WORKER
+source "$(dirname "$0")/resume_lib.sh" "$1"
+timeout_s=4
+
+hang_spec() {  # hang_spec NAME
+  spec "$1"
+  sed -i "s/^tasks_per_node = 2/tasks_per_node = 3/" "$work/$1.toml"
+  sed -i "s/^epochs = 2/epochs = 4/" "$work/$1.toml"
+  cat >> "$work/$1.toml" <<TOML
+[resilience]
+hang_timeout_s = $timeout_s
+TOML
+}
+
+# stalled NAME RANK PHASE WANT: RANK stalls in PHASE at step 5; every rank must exit 77 within
+# hang_timeout_s + 10 s of the stall, and say that RANK hangs in WANT.
+stalled() {
+  local name=$1 victim=$2 phase=$3 want=$4 r status start elapsed
+  hang_spec "$name"
+  HPCTRAIN_TEST_STALL="$victim:5:$phase:600" launch "$name" 3 "$work/$name.log"
+  wait_for_step "$work/$name.log" 4 "$victim"
+  start=$SECONDS
+  # The others stop once rank 0's verdict is out; the named rank prints its stacks first (gdb
+  # reading libtorch's symbols takes a while), so it is waited for apart.
+  for r in 0 1 2; do
+    (( r == victim )) && continue
+    wait "${pids[$r]}"
+    status=$?
+    [[ $status == 77 ]] || fail "$name: rank $r exited $status, expected 77"
+  done
+  elapsed=$((SECONDS - start))
+  wait "${pids[$victim]}"
+  status=$?
+  [[ $status == 77 ]] || fail "$name: rank $victim (stalled) exited $status, expected 77"
+  pids=()
+  (( elapsed <= timeout_s + 10 )) || fail "$name: the ranks took $elapsed s to stop (limit $((timeout_s + 10)))"
+  for r in 0 1 2; do
+    grep -qE "hang: no progress for [0-9.]+ s \(hang timeout $timeout_s s\): rank $victim \(.+\) in $want at step 5 for" \
+      "$work/$name.log.rank$r" || fail "$name: rank $r does not name rank $victim in $want at step 5"
+  done
+  grep -q 'stopping this rank (exit status 77)' "$work/$name.log.rank$victim" \
+    || fail "$name: rank $victim's line"
+  if command -v gdb > /dev/null; then
+    grep -q 'the threads of this rank, as gdb sees them' "$work/$name.log.rank$victim" \
+      || fail "$name: rank $victim printed no stacks"
+    grep -qE '^#[0-9]+ .* in ' "$work/$name.log.rank$victim" \
+      || fail "$name: rank $victim's stacks have no frames"
+    for r in 0 1 2; do
+      (( r == victim )) && continue
+      ! grep -q 'the threads of this rank' "$work/$name.log.rank$r" \
+        || fail "$name: rank $r, not named, printed its stacks"
+    done
+  fi
+  echo "$name: rank $victim stalled in $phase at step 5; the others exited 77 after $elapsed s, rank $victim after its stacks ($((SECONDS - start)) s):"
+  grep -ohE 'hang: .*' "$work/$name.log.rank0" | head -n 1 | cut -c1-300
+}
+
+stalled data 1 data "data wait"
+grep -qE 'the others wait: ranks 0, 2 in all-reduce bucket 0 at step 5' "$work/data.log.rank0" \
+  || fail "data: rank 0 does not say where the others wait"
+stalled allreduce 2 allreduce "all-reduce bucket 0"
+
+# No stall: steps of a few milliseconds against a 2 s timeout, to the end.
+timeout_s=2
+hang_spec none
+launch none 3 "$work/none.log"
+finish
+[[ $statuses == "0 0 0" ]] || fail "none: exited '$statuses', expected '0 0 0'"
+! grep -q 'hang:' "$work"/none.log.rank* || fail "none: a hang was reported"
+echo "none: no stall, hang_timeout_s = 2: all 3 ranks finished with 0"
+
+# A bad plant is refused by name, before any training.
+hang_spec bad
+HPCTRAIN_TEST_STALL="1:5:sleepy:3" launch bad 3 "$work/bad.log"
+finish
+[[ $statuses == "2 2 2" ]] || fail "bad: exited '$statuses', expected '2 2 2'"
+grep -q 'unknown phase sleepy' "$work/bad.log.rank0" || fail "bad: the error does not name the phase"
+echo "hang watchdog: all cases passed"

@@ -1,0 +1,78 @@
+// common/progress.hpp: what a rank publishes for the hang watchdog, and the planted stalls.
+#include "common/progress.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+
+namespace hpctrain::progress {
+namespace {
+
+TEST(Progress, EveryPhaseChangeMovesTheCounterAndTheLineRoundTrips) {
+  const Snapshot before = snapshot();
+  set_step(41);
+  enter(Phase::kAllReduce, 3);
+  const Snapshot s = snapshot();
+  EXPECT_EQ(s.counter, before.counter + 1);
+  EXPECT_EQ(s.step, 41);
+  EXPECT_EQ(s.phase, Phase::kAllReduce);
+  EXPECT_EQ(s.detail, 3);
+  tick();
+  EXPECT_EQ(snapshot().counter, s.counter + 1);
+  EXPECT_EQ(snapshot().phase, Phase::kAllReduce);  // a tick is progress inside the phase
+
+  const auto back = parse(encode(s));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->counter, s.counter);
+  EXPECT_EQ(back->step, 41);
+  EXPECT_EQ(back->phase, Phase::kAllReduce);
+  EXPECT_EQ(back->detail, 3);
+  EXPECT_FALSE(parse("").has_value());
+  EXPECT_FALSE(parse("1 2 99 -1").has_value());  // no such phase
+  EXPECT_FALSE(parse("1 2 three").has_value());
+}
+
+TEST(Progress, PhasesAreNamedAndOrderedAsAStepGoesThroughThem) {
+  EXPECT_EQ(phase_name(Phase::kAllReduce, 3), "all-reduce bucket 3");
+  EXPECT_EQ(phase_name(Phase::kDataWait), "data wait");
+  EXPECT_EQ(phase_name(Phase::kStepEnd), "end of step");
+  // While `step` steps are complete: the work after a step, then the next step's phases.
+  EXPECT_LT(Phase::kStepEnd, Phase::kCheckpoint);
+  EXPECT_LT(Phase::kEval, Phase::kDataWait);
+  EXPECT_LT(Phase::kDataWait, Phase::kForward);
+  EXPECT_LT(Phase::kBackward, Phase::kAllReduce);
+  EXPECT_LT(Phase::kAllReduce, Phase::kAgreement);
+}
+
+TEST(Progress, APlantedStallSleepsOnceAtItsStepAndPhaseAndABadOneIsRefusedByName) {
+  EXPECT_THROW(plant_stall("1:5:sleepy:3", 1), std::invalid_argument);
+  EXPECT_THROW(plant_stall("1:5:data", 1), std::invalid_argument);
+  EXPECT_THROW(plant_stall("1:5:data:0", 1), std::invalid_argument);
+  try {
+    plant_stall("x", 0);
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK:STEP:PHASE:SECONDS"), std::string::npos);
+  }
+  plant_stall("0:7:forward:0.3", /*this_rank=*/1);  // another rank's: nothing happens here
+  set_step(7);
+  auto t0 = std::chrono::steady_clock::now();
+  enter(Phase::kForward);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+
+  plant_stall("1:7:forward:0.3", /*this_rank=*/1);
+  set_step(6);
+  enter(Phase::kForward);  // another step
+  set_step(7);
+  enter(Phase::kBackward);  // another phase
+  t0 = std::chrono::steady_clock::now();
+  enter(Phase::kForward);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  t0 = std::chrono::steady_clock::now();
+  enter(Phase::kForward);  // once only
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+}
+
+}  // namespace
+}  // namespace hpctrain::progress
