@@ -121,7 +121,9 @@ nlohmann::json describe_run_dir(const fs::path& dir) {
     }
   }
   for (const auto& [kind, line] : last_metrics_by_kind(dir)) {
-    if (kind == "train" || kind == "eval") j["last_" + kind] = nlohmann::json::parse(line);
+    if (kind == "train" || kind == "eval" || kind == "ranks") {
+      j["last_" + kind] = nlohmann::json::parse(line);
+    }
   }
   if (const auto trend = loss_trend(read_metrics(dir))) {
     auto loss = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
@@ -209,6 +211,35 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
           << " steps with a non-finite loss)";
     }
     out << '\n';
+  }
+  if (d.contains("last_ranks")) {
+    // The worker's straggler report: each rank's own work per step before it waits for the
+    // others; the slowest one, against the median.
+    const auto& m = d["last_ranks"];
+    const auto ms = [](const nlohmann::json& v) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f ms", v.is_number() ? 1000 * v.get<double>() : 0.0);
+      return std::string(buf);
+    };
+    const auto slowest = m.value("slowest_rank", nlohmann::json());
+    const auto p50 = m.value("busy_p50_s", nlohmann::json::array());
+    const auto p95 = m.value("busy_p95_s", nlohmann::json::array());
+    if (slowest.is_number_integer() && slowest.get<int64_t>() >= 0 &&
+        static_cast<size_t>(slowest.get<int64_t>()) < p50.size() && p50.size() == p95.size()) {
+      const auto r = static_cast<size_t>(slowest.get<int64_t>());
+      const auto host = m.value("slowest_host", nlohmann::json());
+      const double median = m.value("median_busy_s", 0.0);
+      out << indent << "ranks:      slowest rank " << r
+          << (host.is_string() ? " (" + host.get<std::string>() + ")" : std::string()) << ", busy "
+          << ms(p50[r]) << " a step (p50; p95 " << ms(p95[r]) << "), the median rank "
+          << ms(median);
+      if (median > 0) {
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, " (%.1fx)", p50[r].get<double>() / median);
+        out << ratio;
+      }
+      out << ", at step " << number(m, "step", 0, 1) << '\n';
+    }
   }
   if (d.contains("last_eval")) {
     const auto& m = d["last_eval"];

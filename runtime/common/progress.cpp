@@ -23,6 +23,7 @@ constexpr std::array<const char*, kPhases> kNames = {
 // The planted stall (tests), set once before training starts.
 struct Stall {
   bool armed = false;
+  bool every = false;  // every time the phase is entered (a slow rank), not once
   int64_t step = 0;
   Phase phase = Phase::kStarting;
   double seconds = 0;
@@ -44,7 +45,8 @@ void enter(Phase phase, int detail) {
   g_phase.store(static_cast<int>(phase), std::memory_order_relaxed);
   g_counter.fetch_add(1, std::memory_order_relaxed);
   if (g_stall.armed && phase == g_stall.phase &&
-      g_step.load(std::memory_order_relaxed) == g_stall.step && !g_stall_done.exchange(true)) {
+      (g_stall.every ||
+       (g_step.load(std::memory_order_relaxed) == g_stall.step && !g_stall_done.exchange(true)))) {
     std::this_thread::sleep_for(std::chrono::duration<double>(g_stall.seconds));
   }
 }
@@ -84,11 +86,14 @@ void plant_stall(const std::string& spec, int this_rank) {
                                 " (want RANK:STEP:PHASE:SECONDS)");
   };
   long long rank = 0, step = 0;
-  char phase[32] = {};
+  char when[16] = {}, phase[32] = {};
   double seconds = 0;
-  if (std::sscanf(spec.c_str(), "%lld:%lld:%31[a-z-]:%lf", &rank, &step, phase, &seconds) != 4) {
+  if (std::sscanf(spec.c_str(), "%lld:%15[a-z0-9]:%31[a-z-]:%lf", &rank, when, phase, &seconds) !=
+      4) {
     bad("not four fields");
   }
+  const bool every = std::string(when) == "every";
+  if (!every && std::sscanf(when, "%lld", &step) != 1) bad("STEP is neither a number nor every");
   static const std::array<std::pair<const char*, Phase>, 7> kPlantable = {{
       {"data", Phase::kDataWait},
       {"forward", Phase::kForward},
@@ -108,6 +113,7 @@ void plant_stall(const std::string& spec, int this_rank) {
   if (!stall.armed) bad(std::string("unknown phase ") + phase);
   if (seconds <= 0) bad("SECONDS must be above 0");
   if (rank != this_rank) return;
+  stall.every = every;
   stall.step = step;
   stall.seconds = seconds;
   g_stall = stall;

@@ -8,7 +8,8 @@
 // evaluation) first: while `step` steps are complete, a rank in a later phase is further along.
 //
 // Tests plant a stall (HPCTRAIN_TEST_STALL=RANK:STEP:PHASE:SECONDS, read by the worker): the
-// rank sleeps when it enters PHASE at STEP, as a stuck filesystem, loader or collective would.
+// rank sleeps when it enters PHASE at STEP, as a stuck filesystem, loader or collective would;
+// with STEP "every", each time it enters PHASE (a slow rank: a straggler).
 // Thread safety: enter() and set_step() from the training thread, tick() from any; snapshot()
 // from any thread.
 #pragma once
@@ -56,7 +57,8 @@ Snapshot snapshot();
 std::string encode(const Snapshot& s);
 std::optional<Snapshot> parse(const std::string& text);
 
-// Tests: rank `rank` sleeps `seconds` when it enters `phase` at step `step`. Throws
+// Tests: rank `rank` sleeps `seconds` when it enters `phase` at step `step` (or every time, for
+// "every"). Throws
 // std::invalid_argument naming what is wrong in "RANK:STEP:PHASE:SECONDS" (PHASE one of data,
 // forward, backward, allreduce, agreement, checkpoint, eval).
 void plant_stall(const std::string& spec, int this_rank);

@@ -12,6 +12,7 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -402,6 +403,7 @@ class Trainer {
       // (HPCTRAIN_CUDA_SYNC_DEBUG checks that).
       std::optional<SyncDebugScope> no_sync;
       if (sync_debug_) no_sync.emplace(sync_debug_);
+      const auto step_start = Clock::now();
       progress::enter(progress::Phase::kDataWait);
       auto batch = input_->next();
       if (!batch) break;
@@ -428,6 +430,9 @@ class Trainer {
       }
       progress::enter(progress::Phase::kBackward);
       (scaler_ ? scaler_->scale(loss) : loss).backward();
+      // This rank's own work in the step, before it first waits for its peers (the straggler
+      // report's measure; on GPUs the host's view: data waits and launches, not kernel time).
+      busy_window_.push_back(seconds_since(step_start));
       grad_sync_->finish();
       progress::enter(progress::Phase::kAgreement);
       // One small all-reduce per step settles everything the ranks must decide alike: the fp16
@@ -579,11 +584,20 @@ class Trainer {
   }
 
   void log_train(int64_t epoch, double lr) {
-    // The mean loss over the window and all ranks: one small all-reduce per log line.
-    at::Tensor loss = window_loss_.clone();
-    comm_.all_reduce(loss);
+    // One all-reduce per log line: the loss summed over the window and the ranks, and every
+    // rank's busy time per step (its p50 and p95 over the window) in its own slots.
+    const int64_t world = comm_.size();
+    const auto [p50, p95] = busy_percentiles();
+    at::Tensor gathered =
+        at::zeros({1 + 2 * world}, at::TensorOptions().dtype(at::kDouble).device(device_));
+    gathered.narrow(0, 0, 1).copy_(window_loss_);
+    gathered.narrow(0, 1 + comm_.rank(), 1).fill_(p50);
+    gathered.narrow(0, 1 + world + comm_.rank(), 1).fill_(p95);
+    comm_.all_reduce(gathered);
+    const at::Tensor host = gathered.cpu();
+    const double* all = host.data_ptr<double>();
     const int64_t steps = window_steps_;
-    const double mean_loss = loss.item<double>() / static_cast<double>(steps * comm_.size());
+    const double mean_loss = all[0] / static_cast<double>(steps * world);
     const double seconds = seconds_since(window_start_);
     const double images_per_s = static_cast<double>(steps * global_batch_) / seconds;
     const double scale = scaler_ ? scaler_->current_scale() : 1.0;
@@ -591,6 +605,7 @@ class Trainer {
     window_steps_ = 0;
     window_start_ = Clock::now();
     if (comm_.rank() != 0) return;
+    report_stragglers(all + 1, all + 1 + world);
     const double eta = static_cast<double>(total_steps_ - step_) * seconds / steps;
     const double wall_time = unix_time();
     if (metrics_) {
@@ -620,6 +635,57 @@ class Trainer {
                     lr, images_per_s, scale, duration_text(eta).c_str());
       *options_.out << rt::rank_prefix() << line << std::endl;
     }
+  }
+
+  // The median and 95th percentile of this rank's busy times since the last log line; clears them.
+  std::pair<double, double> busy_percentiles() {
+    std::vector<double> v = std::exchange(busy_window_, {});
+    if (v.empty()) return {0, 0};
+    std::sort(v.begin(), v.end());
+    const auto at = [&](double q) {
+      return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+    };
+    return {at(0.5), at(0.95)};
+  }
+
+  // Rank 0: every rank's busy time per step (p50, p95 over the log window) in metrics.jsonl,
+  // and a line naming the slowest rank when it is clearly behind the median (1.5 times, and 5 ms).
+  void report_stragglers(const double* p50, const double* p95) {
+    const int64_t world = comm_.size();
+    if (world < 2) return;
+    std::vector<double> sorted(p50, p50 + world);
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    const int64_t slowest = std::max_element(p50, p50 + world) - p50;
+    if (metrics_) {
+      metrics_->write({{"kind", "ranks"},
+                       {"step", step_},
+                       {"busy_p50_s", std::vector<double>(p50, p50 + world)},
+                       {"busy_p95_s", std::vector<double>(p95, p95 + world)},
+                       {"slowest_rank", slowest},
+                       {"slowest_host", static_cast<size_t>(slowest) < options_.hosts.size()
+                                            ? nlohmann::json(options_.hosts[slowest])
+                                            : nlohmann::json()},
+                       {"median_busy_s", median},
+                       {"wall_time", unix_time()}});
+    }
+    const double worst = p50[slowest];
+    if (options_.out && median > 0 && worst > 1.5 * median && worst - median > 0.005) {
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "straggler: rank %lld%s busy %.3f s a step (p50; p95 %.3f s), %.1fx the "
+                    "ranks' median %.3f s; the others wait for it",
+                    static_cast<long long>(slowest), host_of(slowest).c_str(), worst, p95[slowest],
+                    worst / median, median);
+      *options_.out << rt::rank_prefix() << line << std::endl;
+    }
+  }
+
+  // " (host)" of a rank, when known.
+  std::string host_of(int64_t rank) const {
+    const auto& hosts = options_.hosts;
+    if (rank < 0 || static_cast<size_t>(rank) >= hosts.size() || hosts[rank].empty()) return "";
+    return " (" + hosts[rank] + ")";
   }
 
   // The largest of every rank's `value` (the communicator sums: each rank fills its own slot).
@@ -764,6 +830,7 @@ class Trainer {
   std::string stop_reason_;
   double step_seconds_ = 0;
   at::Tensor window_loss_;
+  std::vector<double> busy_window_;  // this rank's busy seconds of each step since the last log
   int64_t window_steps_ = 0;
   double eval_seconds_ = 0;
   Clock::time_point window_start_;

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <torch/nn/module.h>
 
@@ -37,6 +38,8 @@ struct TrainOptions {
   // record with it to metrics.jsonl after the process's first step, which is how the script
   // times a recovery. Empty: the record has no tag.
   std::string step_tag;
+  // The host of every rank (the process group's), for the straggler line; empty: not named.
+  std::vector<std::string> hosts;
   // Tests: the GPU's input path, one-step-late agreement and fused optimizer on the CPU
   // (HPCTRAIN_GPU_PATH_ON_CPU=1 in the worker; train/device_input.hpp).
   bool device_path_on_cpu = false;

@@ -147,6 +147,7 @@ int run(const Options& options) {
   train_options.run_dir = run_dir && *run_dir ? run_dir : spec->job.run_dir;
   std::filesystem::create_directories(train_options.run_dir);
   train_options.out = &std::cout;
+  train_options.hosts = group->hosts();
   train_options.job_end_time = world.job_end_time;
   if (const char* trace = std::getenv("HPCTRAIN_TRACE_SAMPLES"); trace && *trace) {
     train_options.trace_samples = trace;
