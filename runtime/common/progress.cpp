@@ -15,6 +15,7 @@ std::atomic<int64_t> g_step{0};
 std::atomic<int> g_phase{static_cast<int>(Phase::kStarting)};
 std::atomic<int> g_detail{-1};
 std::atomic<uint64_t> g_counter{0};
+std::atomic<int64_t> g_first{-1};
 
 constexpr std::array<const char*, kPhases> kNames = {
     "start-up", "end of step", "checkpoint", "evaluation", "data wait", "forward",
@@ -53,6 +54,11 @@ void enter(Phase phase, int detail) {
 
 void set_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
 
+void begin_training(int64_t step) {
+  g_step.store(step, std::memory_order_relaxed);
+  g_first.store(step, std::memory_order_relaxed);
+}
+
 void tick() { g_counter.fetch_add(1, std::memory_order_relaxed); }
 
 Snapshot snapshot() {
@@ -61,19 +67,22 @@ Snapshot snapshot() {
   s.step = g_step.load(std::memory_order_relaxed);
   s.phase = static_cast<Phase>(g_phase.load(std::memory_order_relaxed));
   s.detail = g_detail.load(std::memory_order_relaxed);
+  s.first = g_first.load(std::memory_order_relaxed);
   return s;
 }
 
 std::string encode(const Snapshot& s) {
   return std::to_string(s.counter) + " " + std::to_string(s.step) + " " +
-         std::to_string(static_cast<int>(s.phase)) + " " + std::to_string(s.detail);
+         std::to_string(static_cast<int>(s.phase)) + " " + std::to_string(s.detail) + " " +
+         std::to_string(s.first);
 }
 
 std::optional<Snapshot> parse(const std::string& text) {
   std::istringstream in(text);
   Snapshot s;
   int phase = 0;
-  if (!(in >> s.counter >> s.step >> phase >> s.detail) || phase < 0 || phase >= kPhases) {
+  if (!(in >> s.counter >> s.step >> phase >> s.detail >> s.first) || phase < 0 ||
+      phase >= kPhases) {
     return std::nullopt;
   }
   s.phase = static_cast<Phase>(phase);

@@ -40,8 +40,10 @@ std::string phase_name(Phase phase, int detail = -1);
 
 // This rank enters `phase` (detail: the bucket of kAllReduce, else -1).
 void enter(Phase phase, int detail = -1);
-// The steps completed; call as the counter moves (also on resume).
+// The steps completed; call as the counter moves.
 void set_step(int64_t step);
+// Training begins (or resumes) at `step` in this process: its first step is the one after it.
+void begin_training(int64_t step);
 // Progress inside a long phase (an evaluation batch): the counter moves, the phase stays.
 void tick();
 
@@ -50,10 +52,12 @@ struct Snapshot {
   Phase phase = Phase::kStarting;
   int detail = -1;
   uint64_t counter = 0;  // phase changes and ticks so far
+  int64_t first = -1;    // the step training began at in this process (-1: not yet)
 };
 Snapshot snapshot();
 
-// One line for the store: "COUNTER STEP PHASE DETAIL"; parse() reads it back (nullopt: garbled).
+// One line for the store: "COUNTER STEP PHASE DETAIL FIRST"; parse() reads it back (nullopt:
+// garbled).
 std::string encode(const Snapshot& s);
 std::optional<Snapshot> parse(const std::string& text);
 

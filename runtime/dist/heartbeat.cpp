@@ -62,6 +62,9 @@ struct Heartbeat::State {
   bool left = false;             // guarded by mutex: the beat thread has said goodbye
   int running = 0;               // guarded by mutex: threads not yet returned
   std::atomic<bool> leaving{false};
+  // A hang verdict is being carried out (stacks, then exit): the store going quiet meanwhile (rank
+  // 0 has exited) is expected and must not turn it into a lost-store exit.
+  std::atomic<bool> ending{false};
   std::atomic<Clock::rep> last_ok{Clock::now().time_since_epoch().count()};
 
   // Rank 0's hang watch: every rank's last published progress and when its counter last moved,
@@ -90,7 +93,8 @@ struct Heartbeat::State {
 
   // Ends the process for a hang: the verdict, this rank's threads' stacks when it is one of
   // those named, then hang_exit_status.
-  [[noreturn]] void hung(const std::string& why, bool named) const {
+  [[noreturn]] void hung(const std::string& why, bool named) {
+    ending.store(true);
     std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
                        std::to_string(o.hang_exit_status) + ")\n";
     [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
@@ -189,7 +193,7 @@ struct Heartbeat::State {
     }
   }
 
-  void read_verdict(const std::string& v) const {
+  void read_verdict(const std::string& v) {
     if (v.rfind(kHangTag, 0) != 0) lost("rank 0 reports: " + v);
     const size_t end_of_ranks = v.find('\n', kHangTag.size());
     const std::string ranks = v.substr(kHangTag.size(), end_of_ranks - kHangTag.size());
@@ -247,7 +251,10 @@ struct Heartbeat::State {
     std::chrono::milliseconds longest{0};
     for (int r = 0; r < o.world_size; ++r) {
       const auto& s = where[static_cast<size_t>(r)];
-      if (!s || s->phase == progress::Phase::kStarting || s->phase == progress::Phase::kFinishing) {
+      // Not watched: start-up, the first step of the process (NCCL's communicators are made in
+      // its first collective, cuDNN tunes its kernels: minutes on a large job), finishing.
+      if (!s || s->phase == progress::Phase::kStarting || s->phase == progress::Phase::kFinishing ||
+          s->step <= s->first) {
         continue;
       }
       const auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -325,7 +332,7 @@ struct Heartbeat::State {
   // cut link, never throws).
   void watch_loop() {
     while (pause(interval / 2, /*wake_to_leave=*/false)) {
-      if (leaving.load()) continue;
+      if (leaving.load() || ending.load()) continue;
       const auto last = Clock::time_point(Clock::duration(last_ok.load()));
       const auto silent =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last);

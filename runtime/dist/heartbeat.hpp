@@ -38,8 +38,8 @@ struct HeartbeatOptions {
   std::chrono::milliseconds timeout{10000};
   int exit_status = 1;
   // A rank whose progress has not moved this long is hung; 0: automatic, 10 times the median
-  // step time of rank 0, at least `hang_floor`. Start-up and finishing are not watched; a
-  // checkpoint has `checkpoint_timeout` at least.
+  // step time of rank 0, at least `hang_floor`. Start-up, the first step of the process and
+  // finishing are not watched; a checkpoint has `checkpoint_timeout` at least.
   std::chrono::milliseconds hang_timeout{0};
   std::chrono::milliseconds hang_floor{60000};
   std::chrono::milliseconds checkpoint_timeout{600000};

@@ -346,7 +346,7 @@ class Trainer {
     }
     resumed_ = checkpointer_->restore(*state_);
     if (resumed_) resume_from(*resumed_);
-    progress::set_step(step_);
+    progress::begin_training(step_);
     if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_);  // after the restore
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     if (comm_.rank() == 0 && options_.out) {

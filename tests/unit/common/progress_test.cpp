@@ -29,7 +29,10 @@ TEST(Progress, EveryPhaseChangeMovesTheCounterAndTheLineRoundTrips) {
   EXPECT_EQ(back->phase, Phase::kAllReduce);
   EXPECT_EQ(back->detail, 3);
   EXPECT_FALSE(parse("").has_value());
-  EXPECT_FALSE(parse("1 2 99 -1").has_value());  // no such phase
+  EXPECT_EQ(back->first, s.first);
+  begin_training(40);
+  EXPECT_EQ(parse(encode(snapshot()))->first, 40);
+  EXPECT_FALSE(parse("1 2 99 -1 0").has_value());  // no such phase
   EXPECT_FALSE(parse("1 2 three").has_value());
 }
 
