@@ -225,6 +225,7 @@ std::string sbatch_script(const spec::Spec& spec, size_t array_tasks) {
        {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},
        {"MAX_RESTARTS", std::to_string(spec.preemption.max_restarts)},
        {"MAX_FAILURES", std::to_string(spec.preemption.max_consecutive_failures)},
+       {"MAX_NO_PROGRESS", std::to_string(spec.preemption.max_attempts_without_progress)},
        {"ARRAY_SETUP", array_setup(array_tasks)},
        {"MODULES", modules_block(spec)},
        {"ENVIRONMENT", environment_block(spec)},

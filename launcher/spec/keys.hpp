@@ -128,6 +128,7 @@ void for_each_key(S& s, F&& f) {
   f("preemption.signal_lead_s", p.signal_lead_s);
   f("preemption.max_restarts", p.max_restarts);
   f("preemption.max_consecutive_failures", p.max_consecutive_failures);
+  f("preemption.max_attempts_without_progress", p.max_attempts_without_progress);
 
   auto& r = s.resilience;
   f("resilience.spare_nodes", r.spare_nodes);

@@ -216,6 +216,9 @@ std::vector<Field> make_fields() {
               "Requeues allowed (SLURM_RESTART_COUNT below this)."),
       integer("preemption.max_consecutive_failures", kDef, "2", 0, 1000,
               "Failed attempts in a row that are still requeued (counted apart from preemptions)."),
+      integer("preemption.max_attempts_without_progress", kDef, "5", 0, 1000,
+              "Attempts in a row that end without a new committed checkpoint; the next one is "
+              "not requeued (the job stops, reason no_progress). 0 = no such limit."),
 
       // [resilience]
       integer(

@@ -116,6 +116,7 @@ struct PreemptionSpec {
   bool enabled = false;
   Signal signal = Signal::kUsr2;
   int64_t signal_lead_s = 0, max_restarts = 0, max_consecutive_failures = 0;
+  int64_t max_attempts_without_progress = 0;
 };
 
 struct ResilienceSpec {

@@ -15,6 +15,8 @@
 #             --nodelist.
 #   term      TERM (scancel) while the script is still setting up: no step starts, the attempt
 #             is recorded as terminated.
+#   breaker   the fifth attempt in a row without a new checkpoint is not requeued (no_progress);
+#   progress  the same history, but this attempt commits one: requeued.
 #   sbatch_node_loss.sh HPCTRAIN
 hpctrain=$1
 source "$(dirname "$0")/../../../support/expect.sh"
@@ -190,4 +192,26 @@ TERM_IN_SETUP=1 scenario term 2 '' 127.0.0.1 127.0.0.2
 has term 1 '.reason == "terminated" and .exit_status == 143 and .step == 0'
 [[ $(wc -l < "$work/term/attempts.jsonl") == 1 ]] || check_failed "term: ledger lines"
 
-finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup"
+# breaker: four attempts already ended without a checkpoint; a fifth asking to be requeued (75)
+# without one is not requeued (max_attempts_without_progress = 5: no_progress). progress: the
+# same, but this attempt commits a checkpoint: requeued.
+nulls='{"reason":"failed_requeued","last_step":null}'
+for name in breaker progress; do
+  mkdir -p "$work/$name/play"
+  printf '%s\n' "$nulls" "$nulls" "$nulls" "$nulls" > "$work/$name/attempts.jsonl"
+done
+echo 'started; exit 75' > "$work/breaker/play/srun-1.sh"
+echo "started; mkdir -p '$work/progress/checkpoints/step-000000010'; : > '$work/progress/checkpoints/step-000000010/manifest.json'; exit 75" \
+  > "$work/progress/play/srun-1.sh"
+for name in breaker progress; do
+  scenario "$name" 2 $'[preemption]\nmax_attempts_without_progress = 5' 127.0.0.1 127.0.0.2
+done
+has breaker 5 '.reason == "no_progress" and .exit_status == 75 and .last_step == null'
+[[ $(cat "$work/breaker/status") == 75 ]] || check_failed "breaker: script exited $(cat "$work/breaker/status")"
+grep -q 'requeue' "$work/breaker/scontrol.calls" 2>/dev/null && check_failed "breaker: the job was requeued"
+grep -q '5 attempts in a row ended without a new committed checkpoint' "$work/breaker/err" \
+  || check_failed "breaker: no reason given: $(cat "$work/breaker/err")"
+has progress 5 '.reason == "requeued" and .last_step == 10'
+grep -qx 'requeue 4242' "$work/progress/scontrol.calls" || check_failed "progress: not requeued"
+
+finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup; the no-progress breaker"
