@@ -262,6 +262,22 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  std::to_string(r.spare_nodes) +
                      " spare node(s) are allocated but never used: on_node_loss is \"requeue\"");
   }
+  if (r.evict_stragglers && j.nodes + r.spare_nodes < 2) {
+    sink.error(origin_of(m, "resilience.evict_stragglers"), "resilience.evict_stragglers",
+               "a one-node job has no other node to compare with or to move to",
+               "leave it off, or add nodes or spare_nodes");
+  } else if (r.evict_stragglers && r.spare_nodes == 0 && r.policy() != OnNodeLoss::kShrink) {
+    sink.warning(origin_of(m, "resilience.evict_stragglers"), "resilience.evict_stragglers",
+                 "with no spare node, an evicted straggler's node costs a requeue (with the node "
+                 "excluded): add resilience.spare_nodes");
+  }
+  if (!r.evict_stragglers) {
+    for (const char* key : {"resilience.straggler_ratio", "resilience.straggler_windows"}) {
+      if (written(key)) {
+        sink.warning(origin_of(m, key), key, "has no effect: resilience.evict_stragglers is false");
+      }
+    }
+  }
   if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);
   if (m.count("job.env")) check_env(m.at("job.env"), sink);
 

@@ -136,6 +136,9 @@ void for_each_key(S& s, F&& f) {
   f("resilience.max_node_losses", r.max_node_losses);
   f("resilience.heartbeat_timeout_s", r.heartbeat_timeout_s);
   f("resilience.hang_timeout_s", r.hang_timeout_s);
+  f("resilience.evict_stragglers", r.evict_stragglers);
+  f("resilience.straggler_ratio", r.straggler_ratio);
+  f("resilience.straggler_windows", r.straggler_windows);
 
   f("sweep.mode", s.sweep.mode);
   f("sweep.max_parallel", s.sweep.max_parallel);

@@ -236,6 +236,15 @@ std::vector<Field> make_fields() {
       integer("resilience.hang_timeout_s", kDef, "0", 0, 86400,
               "A rank alive but without progress this long is hung: every rank stops, naming "
               "the ranks the others wait for; 0 = 10x the median step time, at least 60 s."),
+      boolean("resilience.evict_stragglers", "false",
+              "Let a node go that is slower than the others for straggler_windows log windows "
+              "in a row: every rank checkpoints and the node is replaced as if lost."),
+      real("resilience.straggler_ratio", kDef, "1.5", 1.05, 1000,
+           "A node is a straggler when its ranks' median busy time per step is this many times "
+           "the nodes' median (and 5 ms more)."),
+      integer("resilience.straggler_windows", kDef, "3", 1, 1000,
+              "Log windows in a row (train.log_every_steps each) that the same node must be the "
+              "straggler before it is evicted."),
 
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",

@@ -123,6 +123,9 @@ struct ResilienceSpec {
   int64_t spare_nodes = 0;
   OnNodeLoss on_node_loss = OnNodeLoss::kAuto;
   int64_t max_node_losses = 0, heartbeat_timeout_s = 0, hang_timeout_s = 0;
+  bool evict_stragglers = false;
+  double straggler_ratio = 0;
+  int64_t straggler_windows = 0;
 
   // kAuto resolved: replace when there are spare nodes, else requeue.
   OnNodeLoss policy() const {

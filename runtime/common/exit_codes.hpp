@@ -27,6 +27,10 @@ inline constexpr int kExitPeerLost = 76;
 // loading, a collective, the filesystem): every rank stops, the ranks the others wait for after
 // printing their threads' stacks (docs/resilience.md "Hangs").
 inline constexpr int kExitHang = 77;
+// Every rank checkpointed because one node was slower than the others for
+// resilience.straggler_windows log windows in a row (resilience.evict_stragglers): the sbatch
+// script replaces that node as if it were lost (docs/resilience.md "Stragglers").
+inline constexpr int kExitEvict = 78;
 
 // Thrown to end a program with `status` once what() (a whole message, "hpctrain: ..." for the
 // launcher) is printed to stderr: the launcher's commands and what they call in launcher/run.

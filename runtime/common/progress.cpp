@@ -24,7 +24,7 @@ constexpr std::array<const char*, kPhases> kNames = {
 // The planted stall (tests), set once before training starts.
 struct Stall {
   bool armed = false;
-  bool every = false;  // every time the phase is entered (a slow rank), not once
+  bool every = false;  // every time the phase is entered from `step` on (a slow rank), not once
   int64_t step = 0;
   Phase phase = Phase::kStarting;
   double seconds = 0;
@@ -46,8 +46,9 @@ void enter(Phase phase, int detail) {
   g_phase.store(static_cast<int>(phase), std::memory_order_relaxed);
   g_counter.fetch_add(1, std::memory_order_relaxed);
   if (g_stall.armed && phase == g_stall.phase &&
-      (g_stall.every ||
-       (g_step.load(std::memory_order_relaxed) == g_stall.step && !g_stall_done.exchange(true)))) {
+      (g_stall.every ? g_step.load(std::memory_order_relaxed) >= g_stall.step
+                     : g_step.load(std::memory_order_relaxed) == g_stall.step &&
+                           !g_stall_done.exchange(true))) {
     std::this_thread::sleep_for(std::chrono::duration<double>(g_stall.seconds));
   }
 }
@@ -89,20 +90,32 @@ std::optional<Snapshot> parse(const std::string& text) {
   return s;
 }
 
-void plant_stall(const std::string& spec, int this_rank) {
+void plant_stall(const std::string& spec, int this_rank, const std::string& this_host) {
   const auto bad = [&](const std::string& why) {
     throw std::invalid_argument("HPCTRAIN_TEST_STALL=\"" + spec + "\": " + why +
-                                " (want RANK:STEP:PHASE:SECONDS)");
+                                " (want RANK:STEP:PHASE:SECONDS or @HOST:STEP:PHASE:SECONDS)");
   };
   long long rank = 0, step = 0;
   char when[16] = {}, phase[32] = {};
   double seconds = 0;
-  if (std::sscanf(spec.c_str(), "%lld:%15[a-z0-9]:%31[a-z-]:%lf", &rank, when, phase, &seconds) !=
+  std::string rest = spec;
+  std::string host;  // "@HOST": every rank on that host
+  if (!spec.empty() && spec[0] == '@') {
+    const size_t colon = spec.find(':');
+    host = spec.substr(1, colon == std::string::npos ? std::string::npos : colon - 1);
+    if (host.empty()) bad("no host after @");
+    rest = "0" + (colon == std::string::npos ? std::string() : spec.substr(colon));
+  }
+  if (std::sscanf(rest.c_str(), "%lld:%15[a-z0-9+]:%31[a-z-]:%lf", &rank, when, phase, &seconds) !=
       4) {
     bad("not four fields");
   }
-  const bool every = std::string(when) == "every";
-  if (!every && std::sscanf(when, "%lld", &step) != 1) bad("STEP is neither a number nor every");
+  // "every", or "N+": every step from N on.
+  const std::string when_text = when;
+  const bool every = when_text == "every" || (!when_text.empty() && when_text.back() == '+');
+  if (when_text != "every" && std::sscanf(when, "%lld", &step) != 1) {
+    bad("STEP is neither a number, N+ nor every");
+  }
   static const std::array<std::pair<const char*, Phase>, 7> kPlantable = {{
       {"data", Phase::kDataWait},
       {"forward", Phase::kForward},
@@ -121,10 +134,14 @@ void plant_stall(const std::string& spec, int this_rank) {
   }
   if (!stall.armed) bad(std::string("unknown phase ") + phase);
   if (seconds <= 0) bad("SECONDS must be above 0");
-  if (rank != this_rank) return;
+  if (host.empty() ? rank != this_rank : host != this_host) {
+    g_stall = Stall{};  // another rank's: none here (a plant replaces the one before)
+    return;
+  }
   stall.every = every;
   stall.step = step;
   stall.seconds = seconds;
+  g_stall_done.store(false);
   g_stall = stall;
 }
 

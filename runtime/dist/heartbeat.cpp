@@ -26,6 +26,10 @@ using namespace std::chrono_literals;
 std::string beat_key(int rank) { return "hb/beat/" + std::to_string(rank); }
 std::string left_key(int rank) { return "hb/left/" + std::to_string(rank); }
 std::string where_key(int rank) { return "hb/where/" + std::to_string(rank); }
+// Set by a rank named in a hang verdict once its stacks are printed.
+std::string stacks_key(int rank) { return "hb/stacks/" + std::to_string(rank); }
+// How long gdb may take to print a hung rank's stacks.
+constexpr std::chrono::seconds kStackDeadline{60};
 const std::string kVerdictKey = "hb/verdict";
 // A hang verdict: "hang\n<ranks named, comma-separated>\n<the message>".
 const std::string kHangTag = "hang\n";
@@ -92,20 +96,23 @@ struct Heartbeat::State {
   }
 
   // Ends the process for a hang: the verdict, this rank's threads' stacks when it is one of
-  // those named, then hang_exit_status.
-  [[noreturn]] void hung(const std::string& why, bool named) {
+  // `named`, then hang_exit_status. Srun ends a step's other tasks once one exits non-zero, so
+  // the ranks not named wait (up to the stack dump's deadline) until each named rank says its
+  // stacks are out; rank 0 meanwhile keeps serving the store they say it through.
+  [[noreturn]] void hung(const std::string& why, const std::vector<int>& named) {
     ending.store(true);
+    const bool me = std::find(named.begin(), named.end(), o.rank) != named.end();
     std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
                        std::to_string(o.hang_exit_status) + ")\n";
     [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-    if (named && o.dump_stacks) {
+    if (me && o.dump_stacks) {
       // gdb attaches to this process from a child: allowed under Yama's ptrace_scope 1 only
       // when the process says so.
       ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
       const auto r =
           common::run_command({"gdb", "-p", std::to_string(::getpid()), "-batch", "-nx", "-ex",
                                "set pagination off", "-ex", "thread apply all bt"},
-                              std::chrono::seconds(60), 1 << 20);
+                              kStackDeadline, 1 << 20);
       std::string dump = rt::rank_prefix() + "the threads of this rank, as gdb sees them:\n";
       if (r.not_found) {
         dump = rt::rank_prefix() + "no stacks: gdb is not on PATH\n";
@@ -118,6 +125,17 @@ struct Heartbeat::State {
         }
       }
       n = ::write(STDERR_FILENO, dump.data(), dump.size());
+    }
+    try {
+      if (me) store->set(stacks_key(o.rank), "1");
+      const auto deadline = Clock::now() + kStackDeadline + 10s;
+      for (const int r : named) {
+        while (r != o.rank && !store->check({stacks_key(r)}) && Clock::now() < deadline) {
+          std::this_thread::sleep_for(200ms);
+        }
+      }
+    } catch (const std::exception&) {
+      // The store is gone (rank 0 has exited): nobody is left to wait for.
     }
     ::_exit(o.hang_exit_status);
   }
@@ -198,9 +216,11 @@ struct Heartbeat::State {
     const size_t end_of_ranks = v.find('\n', kHangTag.size());
     const std::string ranks = v.substr(kHangTag.size(), end_of_ranks - kHangTag.size());
     const std::string message = end_of_ranks == std::string::npos ? "" : v.substr(end_of_ranks + 1);
-    bool named = false;
+    std::vector<int> named;
     std::istringstream in(ranks);
-    for (std::string r; std::getline(in, r, ',');) named = named || r == std::to_string(o.rank);
+    for (std::string r; std::getline(in, r, ',');) {
+      if (!r.empty()) named.push_back(std::stoi(r));
+    }
     hung("rank 0 reports: " + message, named);
   }
 
@@ -302,10 +322,19 @@ struct Heartbeat::State {
     }
     std::string ranks;
     for (int r : named) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    if (o.on_hang) {
+      try {
+        o.on_hang(named, message.str());
+      } catch (const std::exception& e) {
+        const std::string line =
+            rt::rank_prefix() + "could not record the hang: " + e.what() + "\n";
+        [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+      }
+    }
     store->set(kVerdictKey, kHangTag + ranks + "\n" + message.str());
     // The others read the verdict on their next beat; this process serves the store.
     std::this_thread::sleep_for(interval + interval / 2);
-    hung(message.str(), std::find(named.begin(), named.end(), 0) != named.end());
+    hung(message.str(), named);
   }
 
   void say_goodbye() {

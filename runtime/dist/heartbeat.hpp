@@ -13,11 +13,13 @@
 // rank's counter has not moved for the hang timeout while it still beats, rank 0 names the ranks
 // the others wait for (the furthest behind: lowest step, then earliest phase), with their host,
 // phase, step and seconds, and what the others are in; every rank ends with
-// `hang_exit_status`, the named ones after printing their threads' stacks (gdb, where present).
+// `hang_exit_status`, the named ones after printing their threads' stacks (gdb, where present),
+// the others once those are out (srun would end the named ranks with them otherwise).
 // Thread safety: construct and leave() from one thread; two threads of its own run meanwhile.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,10 @@ struct HeartbeatOptions {
   std::chrono::milliseconds checkpoint_timeout{600000};
   int hang_exit_status = 1;
   bool dump_stacks = true;  // the ranks named print their threads' stacks before exiting
+  // Rank 0, before it posts a hang verdict: the ranks named and the message (the worker records
+  // them for the batch script, which treats the named ranks' nodes as lost). Runs on the
+  // heartbeat's thread; an exception is reported and otherwise ignored.
+  std::function<void(const std::vector<int>& named, const std::string& message)> on_hang;
 };
 
 class Heartbeat {

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "common/error.hpp"
+#include "common/run_layout.hpp"
 
 namespace hpctrain::train {
 
@@ -28,6 +31,25 @@ void MetricsLog::write(const nlohmann::json& record) {
     }
     done += static_cast<size_t>(n);
   }
+}
+
+void write_suspects(const std::filesystem::path& run_dir, const std::string& kind,
+                    const std::string& step_tag, int64_t step, const std::vector<int>& ranks,
+                    const std::vector<std::string>& hosts, const std::string& message) {
+  std::vector<std::string> nodes;
+  for (const int r : ranks) {
+    if (r < 0 || static_cast<size_t>(r) >= hosts.size() || hosts[r].empty()) continue;
+    if (std::find(nodes.begin(), nodes.end(), hosts[r]) == nodes.end()) nodes.push_back(hosts[r]);
+  }
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  MetricsLog(run_dir / layout::kMetrics)
+      .write({{"kind", kind},
+              {"tag", step_tag},
+              {"step", step},
+              {"ranks", ranks},
+              {"hosts", nodes},
+              {"message", message},
+              {"wall_time", std::chrono::duration<double>(now).count()}});
 }
 
 }  // namespace hpctrain::train

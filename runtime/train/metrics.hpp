@@ -5,8 +5,11 @@
 // Thread safety: one writer thread.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "common/unique_fd.hpp"
 
@@ -24,5 +27,12 @@ class MetricsLog {
   std::filesystem::path path_;
   UniqueFd fd_;
 };
+
+// Appends a {"kind": KIND, "tag", "step", "ranks", "hosts", "message", "wall_time"} record to
+// RUN_DIR/metrics.jsonl: ranks that the batch script is to treat as lost, with their nodes
+// ("hang": named by the hang watchdog; "evict": a straggler's node let go). Throws rt::Error.
+void write_suspects(const std::filesystem::path& run_dir, const std::string& kind,
+                    const std::string& step_tag, int64_t step, const std::vector<int>& ranks,
+                    const std::vector<std::string>& hosts, const std::string& message);
 
 }  // namespace hpctrain::train

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -180,10 +181,13 @@ class Trainer {
     if (stop_) {
       checkpointer_->drain();
       result.stopped = true;
+      result.evicted = evicted_;
       if (comm_.rank() == 0 && options_.out) {
         *options_.out << rt::rank_prefix() << "stopping at step " << step_ << " (" << stop_reason_
                       << "); last committed checkpoint: step " << checkpointer_->last_committed()
-                      << "; exiting for the job to be requeued" << std::endl;
+                      << (evicted_.empty() ? "; exiting for the job to be requeued"
+                                           : "; exiting for the batch script to replace the node")
+                      << std::endl;
       }
       return result;
     }
@@ -604,6 +608,7 @@ class Trainer {
     window_loss_.zero_();
     window_steps_ = 0;
     window_start_ = Clock::now();
+    watch_stragglers(all + 1);
     if (comm_.rank() != 0) return;
     report_stragglers(all + 1, all + 1 + world);
     const double eta = static_cast<double>(total_steps_ - step_) * seconds / steps;
@@ -667,6 +672,7 @@ class Trainer {
                                             ? nlohmann::json(options_.hosts[slowest])
                                             : nlohmann::json()},
                        {"median_busy_s", median},
+                       {"slowest_busy_s", p50[slowest]},
                        {"wall_time", unix_time()}});
     }
     const double worst = p50[slowest];
@@ -678,6 +684,57 @@ class Trainer {
                     static_cast<long long>(slowest), host_of(slowest).c_str(), worst, p95[slowest],
                     worst / median, median);
       *options_.out << rt::rank_prefix() << line << std::endl;
+    }
+  }
+
+  // resilience.evict_stragglers: every rank reads the same busy times (the all-reduce's result)
+  // and so reaches the same verdict with no message: when one node's slowest rank is
+  // straggler_ratio times the nodes' median (and 5 ms more) for straggler_windows windows in a
+  // row, the ranks stop as after a stop signal (a checkpoint at this step) and the worker exits
+  // kExitEvict; rank 0 first records the node in metrics.jsonl for the batch script.
+  void watch_stragglers(const double* p50) {
+    const auto& r = spec_.resilience;
+    const auto& hosts = options_.hosts;
+    if (!r.evict_stragglers || stop_ || step_ >= total_steps_ ||
+        hosts.size() != static_cast<size_t>(comm_.size())) {
+      return;
+    }
+    std::map<std::string, double> node_busy;  // a node: its slowest rank
+    for (size_t rank = 0; rank < hosts.size(); ++rank) {
+      double& b = node_busy[hosts[rank]];
+      b = std::max(b, p50[rank]);
+    }
+    if (node_busy.size() < 2) return;
+    std::vector<double> sorted;
+    for (const auto& [node, busy] : node_busy) sorted.push_back(busy);
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[(sorted.size() - 1) / 2];  // the lower one: half may be slow
+    const auto slowest =
+        std::max_element(node_busy.begin(), node_busy.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (!(slowest->second > r.straggler_ratio * median && slowest->second - median > 0.005)) {
+      straggler_streak_ = 0;
+      return;
+    }
+    straggler_streak_ = slowest->first == straggler_node_ ? straggler_streak_ + 1 : 1;
+    straggler_node_ = slowest->first;
+    if (straggler_streak_ < r.straggler_windows) return;
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "straggler: node %s busy %.3f s a step (its slowest rank's p50), %.1fx the "
+                  "nodes' median %.3f s, for %lld log windows in a row",
+                  straggler_node_.c_str(), slowest->second, slowest->second / median, median,
+                  static_cast<long long>(straggler_streak_));
+    stop_ = true;
+    evicted_ = straggler_node_;
+    stop_reason_ = std::string(text) + "; evicting the node";
+    if (comm_.rank() != 0) return;
+    std::vector<int> ranks;
+    for (size_t rank = 0; rank < hosts.size(); ++rank) {
+      if (hosts[rank] == straggler_node_) ranks.push_back(static_cast<int>(rank));
+    }
+    if (!options_.run_dir.empty()) {
+      write_suspects(options_.run_dir, "evict", options_.step_tag, step_, ranks, hosts, text);
     }
   }
 
@@ -807,6 +864,11 @@ class Trainer {
   std::optional<Pending> pending_, previous_;
   int sync_debug_ = 0;  // HPCTRAIN_CUDA_SYNC_DEBUG: 1 warn, 2 error on a host sync in a step
   float host_agreed_[Agreement::kSize] = {};
+  // resilience.evict_stragglers: the node slowest in the last straggler_streak_ windows in a row,
+  // and the node let go (stop_ set for it).
+  int64_t straggler_streak_ = 0;
+  std::string straggler_node_;
+  std::string evicted_;
   std::shared_ptr<const data::ImageSource> val_source_;
   std::shared_ptr<model::Classifier> model_;
   std::vector<at::Tensor> params_, trainable_;

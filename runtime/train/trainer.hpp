@@ -72,6 +72,8 @@ struct TrainResult {
   std::filesystem::path weights;   // model.pt (rank 0), when written
   uint64_t fingerprint = 0;        // weights_fingerprint() of the final model, equal on all ranks
   double peak_rss_mib = 0;         // the largest peak resident memory of any rank
+  // Stopped (and checkpointed) to let this node go as a straggler (resilience.evict_stragglers).
+  std::string evicted;
 };
 
 // FNV-1a over the bytes of every parameter and buffer in state-dict order: equal fingerprints

@@ -18,6 +18,7 @@
 #include "dist/process_group.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"
+#include "train/metrics.hpp"
 #include "train/trainer.hpp"
 #include "worker/device.hpp"
 #include "worker/selftest.hpp"
@@ -126,11 +127,22 @@ int run(const Options& options) {
   // Tests: a stall planted in one rank's training (common/progress.hpp).
   if (const char* stall = std::getenv("HPCTRAIN_TEST_STALL"); stall && *stall) {
     try {
-      progress::plant_stall(stall, group->communicator().rank());
+      const int rank = group->communicator().rank();
+      const auto& hosts = group->hosts();
+      progress::plant_stall(stall, rank,
+                            static_cast<size_t>(rank) < hosts.size() ? hosts[rank] : "");
     } catch (const std::invalid_argument& e) {
       HPCTRAIN_THROW(rt::EnvError, e.what());
     }
   }
+  // The script exports the run directory (a job array task's own); a hand-started worker uses
+  // the spec's.
+  const char* run_dir_env = std::getenv("HPCTRAIN_RUN_DIR");
+  const std::filesystem::path run_dir =
+      run_dir_env && *run_dir_env ? run_dir_env : spec->job.run_dir;
+  std::filesystem::create_directories(run_dir);
+  const char* tag_env = std::getenv("HPCTRAIN_STEP_TAG");
+  const std::string step_tag = tag_env ? tag_env : "";
   {
     dist::HeartbeatOptions beat;
     beat.timeout = std::chrono::seconds(spec->resilience.heartbeat_timeout_s);
@@ -138,14 +150,16 @@ int run(const Options& options) {
     beat.hang_timeout = std::chrono::seconds(spec->resilience.hang_timeout_s);
     beat.checkpoint_timeout = std::chrono::seconds(spec->checkpoint.commit_timeout_s);
     beat.hang_exit_status = kExitHang;
+    // The hang in metrics.jsonl, for the batch script: it treats the named ranks' nodes as lost.
+    beat.on_hang = [run_dir, step_tag, hosts = group->hosts()](const std::vector<int>& named,
+                                                               const std::string& message) {
+      train::write_suspects(run_dir, "hang", step_tag, progress::snapshot().step, named, hosts,
+                            message);
+    };
     group->start_heartbeat(beat);
   }
   train::TrainOptions train_options;
-  // The script exports the run directory (a job array task's own); a hand-started worker uses
-  // the spec's.
-  const char* run_dir = std::getenv("HPCTRAIN_RUN_DIR");
-  train_options.run_dir = run_dir && *run_dir ? run_dir : spec->job.run_dir;
-  std::filesystem::create_directories(train_options.run_dir);
+  train_options.run_dir = run_dir;
   train_options.out = &std::cout;
   train_options.hosts = group->hosts();
   train_options.job_end_time = world.job_end_time;
@@ -193,12 +207,12 @@ int run(const Options& options) {
   if (const char* file = std::getenv("HPCTRAIN_RESUME_PIECES"); file && *file) {
     train_options.resume_pieces_file = file;
   }
-  if (const char* tag = std::getenv("HPCTRAIN_STEP_TAG"); tag && *tag) {
-    train_options.step_tag = tag;
-  }
+  train_options.step_tag = step_tag;
   const train::TrainResult result = train::train(*spec, group->communicator(), train_options);
   group->leave();
-  // Checkpointed after a stop signal or before the time limit: the script requeues the job.
+  // Checkpointed to let a straggler's node go (the script replaces it), or after a stop signal
+  // or before the time limit (the script requeues the job).
+  if (!result.evicted.empty()) return kExitEvict;
   return result.stopped ? kExitRequeue : kExitOk;
 }
 

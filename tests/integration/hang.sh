@@ -2,7 +2,8 @@
 # The hang watchdog (docs/resilience.md "Hangs") on 3 real worker processes: a rank that stays
 # alive (its heartbeat beats) but makes no progress, planted with HPCTRAIN_TEST_STALL, must be
 # named with its host, phase and step by every rank within hang_timeout_s + 10 s, every rank must
-# exit 77, and the named rank must print its threads' stacks (gdb, where installed).
+# exit 77 (the others once the named rank's stacks are out), and the named rank must print its
+# threads' stacks (gdb, where installed).
 #   data       rank 1 sleeps entering the data wait of step 5: it is named "in data wait", the
 #              others wait in the gradient all-reduce (its first bucket)
 #   allreduce  rank 2 sleeps entering the gradient all-reduce's bucket wait of step 5, with its
@@ -31,26 +32,31 @@ stalled() {
   HPCTRAIN_TEST_STALL="$victim:5:$phase:600" launch "$name" 3 "$work/$name.log"
   wait_for_step "$work/$name.log" 4 "$victim"
   start=$SECONDS
-  # The others stop once rank 0's verdict is out; the named rank prints its stacks first (gdb
-  # reading libtorch's symbols takes a while), so it is waited for apart.
+  # Every rank says the verdict once rank 0 has it; then the named rank prints its stacks (gdb
+  # reading libtorch's symbols takes a while) and the others wait for that before they exit (srun
+  # would end the named rank with them otherwise).
+  until (( $(grep -l 'hang: no progress' "$work/$name".log.rank{0,1,2} 2>/dev/null | wc -l) == 3 )); do
+    (( SECONDS - start <= timeout_s + 10 )) || break
+    sleep 0.2
+  done
+  elapsed=$((SECONDS - start))
+  (( elapsed <= timeout_s + 10 )) || fail "$name: the ranks took $elapsed s to name the hang (limit $((timeout_s + 10)))"
   for r in 0 1 2; do
-    (( r == victim )) && continue
     wait "${pids[$r]}"
     status=$?
     [[ $status == 77 ]] || fail "$name: rank $r exited $status, expected 77"
   done
-  elapsed=$((SECONDS - start))
-  wait "${pids[$victim]}"
-  status=$?
-  [[ $status == 77 ]] || fail "$name: rank $victim (stalled) exited $status, expected 77"
   pids=()
-  (( elapsed <= timeout_s + 10 )) || fail "$name: the ranks took $elapsed s to stop (limit $((timeout_s + 10)))"
   for r in 0 1 2; do
     grep -qE "hang: no progress for [0-9.]+ s \(hang timeout $timeout_s s\): rank $victim \(.+\) in $want at step 5 for" \
       "$work/$name.log.rank$r" || fail "$name: rank $r does not name rank $victim in $want at step 5"
   done
   grep -q 'stopping this rank (exit status 77)' "$work/$name.log.rank$victim" \
     || fail "$name: rank $victim's line"
+  # Rank 0's record for the batch script, which treats the named rank's node as lost.
+  jq -e -s --argjson r "$victim" 'map(select(.kind == "hang")) | length == 1 and .[0].ranks == [$r] and
+      (.[0].hosts | length == 1) and .[0].step == 5 and (.[0].message | test("in '"$want"' at step 5"))' \
+    "$work/$name/metrics.jsonl" > /dev/null || fail "$name: the hang record: $(grep hang "$work/$name/metrics.jsonl")"
   if command -v gdb > /dev/null; then
     grep -q 'the threads of this rank, as gdb sees them' "$work/$name.log.rank$victim" \
       || fail "$name: rank $victim printed no stacks"
@@ -62,7 +68,7 @@ stalled() {
         || fail "$name: rank $r, not named, printed its stacks"
     done
   fi
-  echo "$name: rank $victim stalled in $phase at step 5; the others exited 77 after $elapsed s, rank $victim after its stacks ($((SECONDS - start)) s):"
+  echo "$name: rank $victim stalled in $phase at step 5; every rank named it after $elapsed s, all exited 77 after its stacks ($((SECONDS - start)) s):"
   grep -ohE 'hang: .*' "$work/$name.log.rank0" | head -n 1 | cut -c1-300
 }
 

@@ -77,5 +77,37 @@ TEST(Progress, APlantedStallSleepsOnceAtItsStepAndPhaseAndABadOneIsRefusedByName
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
 }
 
+TEST(Progress, AStallPlantedOnAHostSleepsEveryRankOfThatHostOnlyFromItsStep) {
+  EXPECT_THROW(plant_stall("@:every:data:0.1", 0, "node1"), std::invalid_argument);
+  EXPECT_THROW(plant_stall("@node1", 0, "node1"), std::invalid_argument);
+  plant_stall("@node2:every:data:0.2", /*this_rank=*/3, "node1");  // another host's
+  set_step(3);
+  auto t0 = std::chrono::steady_clock::now();
+  enter(Phase::kDataWait);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+
+  plant_stall("@node1:every:data:0.2", /*this_rank=*/3, "node1");
+  for (int step = 4; step < 6; ++step) {  // every step
+    set_step(step);
+    t0 = std::chrono::steady_clock::now();
+    enter(Phase::kDataWait);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  }
+  // "N+": every step from N on.
+  plant_stall("@node1:9+:data:0.2", /*this_rank=*/3, "node1");
+  set_step(8);
+  t0 = std::chrono::steady_clock::now();
+  enter(Phase::kDataWait);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+  for (int step = 9; step < 11; ++step) {
+    set_step(step);
+    t0 = std::chrono::steady_clock::now();
+    enter(Phase::kDataWait);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  }
+  EXPECT_THROW(plant_stall("@node1:x+:data:0.2", 3, "node1"), std::invalid_argument);
+  plant_stall("@node2:every:data:0.2", 3, "node1");  // replaces it: none in this process
+}
+
 }  // namespace
 }  // namespace hpctrain::progress

@@ -17,6 +17,14 @@
 #             is recorded as terminated.
 #   breaker   the fifth attempt in a row without a new checkpoint is not requeued (no_progress);
 #   progress  the same history, but this attempt commits one: requeued.
+#   hang      the ranks exit 77 after the hang watchdog named a node's ranks (metrics.jsonl): the
+#             node is replaced as a lost one (cause hang), with no probe failing; hang-stuck: a
+#             rank never exits after the verdict: the step is killed after the grace time;
+#   evict     the ranks exit 78 after letting a straggler's node go: replaced (cause straggler);
+#   exclude   the fallback's requeue puts the lost node in the job's ExcNodeList (not when the
+#             partition would be left too small: small);
+#   avoid     an attempt placed again on a node lost in an earlier attempt of the job trains
+#             without it while a spare is left (the ledger says avoided), and with it otherwise.
 #   sbatch_node_loss.sh HPCTRAIN
 hpctrain=$1
 source "$(dirname "$0")/../../../support/expect.sh"
@@ -66,6 +74,10 @@ cat > "$work/bin/squeue" <<'SH'
 [[ $* == *--steps* ]] && { echo 4242.0; echo 4242.batch; exit 0; }
 echo RUNNING
 SH
+cat > "$work/bin/sinfo" <<'SH'
+#!/bin/bash
+echo "${FAKE_PARTITION_NODES:-8}"
+SH
 cat > "$work/bin/scancel" <<'SH'
 #!/bin/bash
 echo "$*" >> "$RUN/scancel.calls"
@@ -77,6 +89,8 @@ echo "$n" > "$RUN/srun.count"
 printf '%s\n' "$@" > "$RUN/srun-$n.argv"
 echo "$HPCTRAIN_WORLD_SIZE $HPCTRAIN_STEP_TAG" > "$RUN/srun-$n.env"
 started() { printf '{"kind":"started","step":1,"tag":"%s","wall_time":%s}\n' "$HPCTRAIN_STEP_TAG" "$(date +%s.%N)" >> "$RUN/metrics.jsonl"; }
+# verdict KIND HOST: rank 0's record of a hang (KIND hang) or an evicted straggler (evict).
+verdict() { printf '{"hosts":["%s"],"kind":"%s","message":"%s: rank 2 (%s) \\"stuck\\" at step 5","ranks":[2,3],"step":5,"tag":"%s","wall_time":%s}\n' "$2" "$1" "$1" "$2" "$HPCTRAIN_STEP_TAG" "$(date +%s.%N)" >> "$RUN/metrics.jsonl"; }
 source "$PLAY/srun-$n.sh"
 SH
 chmod +x "$work/bin"/*
@@ -105,7 +119,7 @@ TOML
   cp "$work/$name.toml" "$work/$name/spec.toml"
   for node in "$@"; do listen "$node"; done
   (cd "$work/$name" && env -i PATH="$work/bin:/usr/bin:/bin" RUN="$work/$name" PLAY="$work/$name/play" \
-     FAKE_NODES="$FAKE_NODES" TERM_IN_SETUP="${TERM_IN_SETUP:-}" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
+     FAKE_NODES="$FAKE_NODES" TERM_IN_SETUP="${TERM_IN_SETUP:-}" HPCTRAIN_HANG_GRACE_S="${HPCTRAIN_HANG_GRACE_S:-90}" FAKE_PARTITION_NODES="${FAKE_PARTITION_NODES:-8}" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
      SLURMD_NODENAME=127.0.0.1 SLURM_RESTART_COUNT=0 timeout 120 bash job.sbatch \
      > "$work/$name/out" 2> "$work/$name/err")
   echo $? > "$work/$name/status"
@@ -173,6 +187,67 @@ scenario fallback 3 $'spare_nodes = 1\nmax_node_losses = 0' "${all[@]}"
 [[ $(cat "$work/fallback/srun.count") == 1 ]] || check_failed "fallback: a second step ran"
 has fallback 1 '.reason == "node_lost_requeued" and .lost_nodes == "127.0.0.2" and .added_nodes == "" and .exit_status == 76'
 grep -qx 'requeue 4242' "$work/fallback/scontrol.calls" || check_failed "fallback: no scontrol requeue"
+# exclude: the fallback's requeue is followed by the lost node in the job's ExcNodeList.
+[[ $(cat "$work/fallback/scontrol.calls") == $'requeue 4242\nupdate JobId=4242 ExcNodeList=127.0.0.2' ]] ||
+  check_failed "exclude: scontrol calls: $(cat "$work/fallback/scontrol.calls")"
+has fallback 1 '.excluded == "127.0.0.2"'
+# small: a partition of 4 nodes for a job of 4: excluding one would leave it pending forever.
+mkdir -p "$work/small/play"
+echo "$(kill_node 127.0.0.2); sleep 60" > "$work/small/play/srun-1.sh"
+FAKE_PARTITION_NODES=4 scenario small 3 $'spare_nodes = 1\nmax_node_losses = 0' "${all[@]}"
+[[ $(cat "$work/small/scontrol.calls") == 'requeue 4242' ]] || check_failed "small: scontrol calls: $(cat "$work/small/scontrol.calls")"
+grep -q 'not excluding 127.0.0.2 on requeue: partition .* has 4 nodes and the job needs 4' "$work/small/err" ||
+  check_failed "small: no reason given: $(cat "$work/small/err")"
+
+# hang: the watchdog named 127.0.0.3's ranks; every rank exited 77, every slurmd still answers.
+mkdir -p "$work/hang/play"
+echo 'sleep 0.5; verdict hang 127.0.0.3; exit 77' > "$work/hang/play/srun-1.sh"
+echo 'started; sleep 1.5; exit 0' > "$work/hang/play/srun-2.sh"
+scenario hang 3 'spare_nodes = 1' "${all[@]}"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/hang/srun-2.argv" || check_failed "hang: second step's nodes: $(cat "$work/hang/srun-2.argv")"
+has hang 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .exit_status == 77 and (.detected_by | startswith("hang watchdog: hang: rank 2 (127.0.0.3) stuck at step 5")) and (.recover_s | type == "number") and .stop_s < 5'
+has hang 2 '.reason == "completed" and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1"'
+# hang-stuck: after the verdict a rank never exits (stuck in the kernel): the step is killed
+# HPCTRAIN_HANG_GRACE_S later and the node replaced all the same.
+mkdir -p "$work/hang-stuck/play"
+echo 'verdict hang 127.0.0.4; sleep 60' > "$work/hang-stuck/play/srun-1.sh"
+echo 'started; sleep 1.5; exit 0' > "$work/hang-stuck/play/srun-2.sh"
+HPCTRAIN_HANG_GRACE_S=3 scenario hang-stuck 3 'spare_nodes = 1' "${all[@]}"
+grep -qx -- '--signal=KILL 4242.0' "$work/hang-stuck/scancel.calls" || check_failed "hang-stuck: the step was not killed"
+has hang-stuck 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.4" and .stop_s >= 3 and .stop_s < 15'
+has hang-stuck 2 '.reason == "completed" and .nodes == "127.0.0.2,127.0.0.3,127.0.0.1"'
+# A 77 with no record of this step (an older step's, say) is an ordinary failure.
+mkdir -p "$work/hang-unnamed/play"
+printf '{"hosts":["127.0.0.3"],"kind":"hang","tag":"7.0","wall_time":1}\n' > "$work/hang-unnamed/metrics.jsonl"
+echo 'exit 77' > "$work/hang-unnamed/play/srun-1.sh"
+scenario hang-unnamed 3 'spare_nodes = 1' "${all[@]}"
+has hang-unnamed 1 '.reason == "failed_requeued" and .exit_status == 77'
+[[ $(cat "$work/hang-unnamed/srun.count") == 1 ]] || check_failed "hang-unnamed: a second step ran"
+
+# evict: the ranks checkpointed and let 127.0.0.2 go as a straggler.
+mkdir -p "$work/evict/play"
+echo 'started; sleep 0.5; verdict evict 127.0.0.2; exit 78' > "$work/evict/play/srun-1.sh"
+echo 'started; sleep 1.5; exit 0' > "$work/evict/play/srun-2.sh"
+scenario evict 3 $'spare_nodes = 1\nevict_stragglers = true' "${all[@]}"
+grep -qx -- '--nodelist=127.0.0.3,127.0.0.4,127.0.0.1' "$work/evict/srun-2.argv" || check_failed "evict: second step's nodes: $(cat "$work/evict/srun-2.argv")"
+has evict 1 '.reason == "node_lost" and .cause == "straggler" and .lost_nodes == "127.0.0.2" and .exit_status == 78 and (.detected_by | startswith("evicted, evict: rank 2"))'
+has evict 2 '.reason == "completed"'
+
+# avoid: 127.0.0.2 was lost in this job's first attempt; Slurm gave this one the same nodes.
+for name in avoid avoid-short; do
+  mkdir -p "$work/$name/play"
+  echo '{"job_id":"4242","reason":"node_lost_requeued","lost_nodes":"127.0.0.2","last_step":10}' > "$work/$name/attempts.jsonl"
+  echo '{"job_id":"999","reason":"node_lost_requeued","lost_nodes":"127.0.0.3","last_step":null}' >> "$work/$name/attempts.jsonl"
+  echo 'started; exit 0' > "$work/$name/play/srun-1.sh"
+done
+scenario avoid 3 'spare_nodes = 1' "${all[@]}"
+grep -qx -- '--nodelist=127.0.0.3,127.0.0.4,127.0.0.1' "$work/avoid/srun-1.argv" || check_failed "avoid: step's nodes: $(cat "$work/avoid/srun-1.argv")"
+has avoid 3 '.reason == "completed" and .avoided == "127.0.0.2"'
+grep -q 'not training on 127.0.0.2: lost in an earlier attempt' "$work/avoid/out" || check_failed "avoid: not said: $(cat "$work/avoid/out")"
+# avoid-short: no spare: the node is used rather than nothing trains.
+scenario avoid-short 4 'on_node_loss = "requeue"' "${all[@]}"
+grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.1' "$work/avoid-short/srun-1.argv" || check_failed "avoid-short: step's nodes: $(cat "$work/avoid-short/srun-1.argv")"
+has avoid-short 3 '.reason == "completed" and .avoided == null'
 
 # gate: 127.0.0.3 has no slurmd from the start.
 mkdir -p "$work/gate/play"
@@ -214,4 +289,4 @@ grep -q '5 attempts in a row ended without a new committed checkpoint' "$work/br
 has progress 5 '.reason == "requeued" and .last_step == 10'
 grep -qx 'requeue 4242' "$work/progress/scontrol.calls" || check_failed "progress: not requeued"
 
-finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup; the no-progress breaker"
+finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup; the no-progress breaker; hang and evict verdicts; exclusion on requeue, avoidance on the next attempt"

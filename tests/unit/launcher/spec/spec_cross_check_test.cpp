@@ -87,6 +87,27 @@ TEST_F(CrossCheck, NodeLossPolicyFitsTheSpares) {
   EXPECT_ERROR_ON(resolve({"job.extra_sbatch=[\"--no-kill\"]"}), "job.extra_sbatch");
 }
 
+TEST_F(CrossCheck, StragglerEvictionNeedsAnotherNodeAndIsWarnedWithoutASpare) {
+  const Outcome spare =
+      resolve({"job.nodes=2", "resilience.spare_nodes=1", "resilience.evict_stragglers=true",
+               "resilience.straggler_windows=4"});
+  EXPECT_TRUE(spare.clean() && spare.warnings.empty()) << spare.text();
+  // No spare: an eviction costs a requeue (replace has none to use), or shrinks the world.
+  const Outcome requeue = resolve({"job.nodes=2", "resilience.evict_stragglers=true"});
+  EXPECT_TRUE(requeue.clean()) << requeue.text();
+  EXPECT_TRUE(requeue.warning_on("resilience.evict_stragglers")) << requeue.text();
+  const Outcome shrink = resolve(
+      {"job.nodes=2", "resilience.on_node_loss=shrink", "resilience.evict_stragglers=true"});
+  EXPECT_TRUE(shrink.clean() && shrink.warnings.empty()) << shrink.text();
+  EXPECT_ERROR_ON(resolve({"job.nodes=1", "resilience.evict_stragglers=true"}),
+                  "resilience.evict_stragglers");
+  // The knobs without the switch do nothing.
+  const Outcome off = resolve({"resilience.straggler_ratio=2.0"});
+  EXPECT_TRUE(off.warning_on("resilience.straggler_ratio")) << off.text();
+  EXPECT_ERROR_ON(resolve({"resilience.straggler_ratio=1.0"}), "resilience.straggler_ratio");
+  EXPECT_ERROR_ON(resolve({"resilience.straggler_windows=0"}), "resilience.straggler_windows");
+}
+
 TEST_F(CrossCheck, LocalSgdKeysWrittenWhereTheyDoNothingAreSaid) {
   const Outcome local = resolve({"train.sync=local_sgd", "train.sync_every_steps=8",
                                  "train.outer_optimizer=nesterov", "train.outer_lr=0.5"});
