@@ -144,6 +144,46 @@ void report_checkpoints(const fs::path& dir, json& out) {
   out["uncommitted_checkpoints"] = uncommitted;
 }
 
+// The worker's straggler windows ("ranks" records): per node, the log windows in which its rank
+// was the slowest and clearly behind (1.5 times the ranks' median busy time and 5 ms more, the
+// worker's own test), the largest ratio and the last such step; most windows first. "windows" is
+// the count of all ranks records.
+json report_stragglers(const std::vector<run::MetricsRecord>& records) {
+  struct Node {
+    int64_t windows = 0, last_step = 0;
+    double worst = 0;
+  };
+  std::map<std::string, Node> nodes;
+  int64_t windows = 0;
+  for (const auto& r : records) {
+    if (r.kind != "ranks") continue;
+    ++windows;
+    const auto busy = r.values.find("slowest_busy_s");
+    const auto median = r.values.find("median_busy_s");
+    const auto host = r.texts.find("slowest_host");
+    if (busy == r.values.end() || median == r.values.end() || host == r.texts.end()) continue;
+    if (!(median->second > 0 && busy->second > 1.5 * median->second &&
+          busy->second - median->second > 0.005)) {
+      continue;
+    }
+    Node& n = nodes[host->second];
+    ++n.windows;
+    n.worst = std::max(n.worst, busy->second / median->second);
+    n.last_step = r.step;
+  }
+  std::vector<std::pair<std::string, Node>> sorted(nodes.begin(), nodes.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.windows > b.second.windows; });
+  json out = {{"windows", windows}, {"nodes", json::array()}};
+  for (const auto& [host, n] : sorted) {
+    out["nodes"].push_back({{"host", host},
+                            {"windows", n.windows},
+                            {"worst_ratio", n.worst},
+                            {"last_step", n.last_step}});
+  }
+  return out;
+}
+
 // One run directory: metrics as columns (file order, repeats after a resume kept), attempts,
 // checkpoints, spec summary.
 json report_describe(const fs::path& dir) {
@@ -225,6 +265,7 @@ json report_describe(const fs::path& dir) {
                                           {"recovered", n.recovered}};
   }
   j["malformed_attempts_lines"] = malformed_attempts;
+  j["stragglers"] = report_stragglers(records);
   report_checkpoints(dir, j);
   return j;
 }

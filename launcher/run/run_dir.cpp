@@ -377,6 +377,7 @@ std::vector<MetricsRecord> read_metrics(const fs::path& dir, size_t* malformed) 
       r.kind = j["kind"].get<std::string>();
       r.step = j["step"].get<int64_t>();
       for (const auto& [key, value] : j.items()) {
+        if (value.is_string() && key != "kind") r.texts[key] = value.get<std::string>();
         if (!value.is_number() || key == "step") continue;
         if (key == "epoch") {
           r.epoch = value.get<int64_t>();

@@ -132,6 +132,7 @@ struct MetricsRecord {
   int64_t epoch = 0;
   double wall_time = 0;
   std::map<std::string, double> values;
+  std::map<std::string, std::string> texts;  // string fields but kind (slowest_host, tag)
 };
 
 // Every complete line of metrics.jsonl in file order. A resumed run writes the steps between its

@@ -111,6 +111,33 @@ TEST(Report, CollectReadsMetricsAttemptsAndCommittedCheckpoints) {
   EXPECT_EQ(data["submission"]["job_id"], "12");
 }
 
+TEST(Report, CollectCountsTheWindowsEachNodeWasTheStraggler) {
+  TempDir dir;
+  write_text(dir / "spec.toml", "[job]\nname = \"r\"\n");
+  // node3 clearly behind twice, node2 once; a window within 1.5x and one within 5 ms are not
+  // counted; a record without slowest_busy_s (an older worker) neither.
+  const auto ranks = [](int step, const char* host, double slowest, double median) {
+    return R"({"kind":"ranks","step":)" + std::to_string(step) + R"(,"slowest_rank":2,)" +
+           R"("slowest_host":")" + host + R"(","slowest_busy_s":)" + std::to_string(slowest) +
+           R"(,"median_busy_s":)" + std::to_string(median) + R"(,"wall_time":1})" + "\n";
+  };
+  write_text(dir / "metrics.jsonl",
+             ranks(10, "node3", 0.060, 0.012) + ranks(20, "node2", 0.030, 0.012) +
+                 ranks(30, "node3", 0.100, 0.010) + ranks(40, "node4", 0.017, 0.012) +
+                 ranks(50, "node4", 0.004, 0.001) +
+                 R"({"kind":"ranks","step":60,"slowest_host":"node5","median_busy_s":0.01})"
+                 "\n");
+  const json s = collect(dir.path())["runs"][0]["stragglers"];
+  EXPECT_EQ(s["windows"], 6);
+  ASSERT_EQ(s["nodes"].size(), 2u) << s.dump();
+  EXPECT_EQ(s["nodes"][0]["host"], "node3");
+  EXPECT_EQ(s["nodes"][0]["windows"], 2);
+  EXPECT_DOUBLE_EQ(s["nodes"][0]["worst_ratio"].get<double>(), 10.0);
+  EXPECT_EQ(s["nodes"][0]["last_step"], 30);
+  EXPECT_EQ(s["nodes"][1]["host"], "node2");
+  EXPECT_EQ(s["nodes"][1]["windows"], 1);
+}
+
 TEST(Report, CollectNumbersJobAttemptsAndDescribesNodeLosses) {
   TempDir dir;
   write_text(dir / "spec.toml", "[job]\nname = \"r\"\n");
