@@ -191,10 +191,34 @@ struct Heartbeat::State {
     returned();
   }
 
+  // Rank 0's reads, a round trip each whatever the world size (multiGet): every rank's beat
+  // counter, and the progress of every rank that has published it. The counters are made once
+  // (add 0), and a rank's progress key is looked for alone until it exists: multiGet would wait
+  // for a key that is not there.
+  std::vector<std::string> beat_keys;
+  std::vector<int> where_ranks;  // ranks > 0 whose progress key exists
+  std::vector<char> where_known;
+
+  static int64_t parse_counter(const std::vector<uint8_t>& bytes) {
+    try {
+      return std::stoll(std::string(bytes.begin(), bytes.end()));
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+
   void watch_counters(std::vector<int64_t>& seen, std::vector<Clock::time_point>& moved) {
     const auto now = Clock::now();
+    if (beat_keys.empty()) {
+      for (int r = 1; r < o.world_size; ++r) {
+        store->add(beat_key(r), 0);
+        beat_keys.push_back(beat_key(r));
+      }
+    }
+    const auto values = beat_keys.empty() ? std::vector<std::vector<uint8_t>>{}
+                                          : store->multiGet(beat_keys);
     for (int r = 1; r < o.world_size; ++r) {
-      const int64_t value = store->add(beat_key(r), 0);
+      const int64_t value = parse_counter(values[static_cast<size_t>(r - 1)]);
       if (value != seen[r]) {
         seen[r] = value;
         moved[r] = now;
@@ -243,18 +267,25 @@ struct Heartbeat::State {
       where.resize(static_cast<size_t>(o.world_size));
       progressed.assign(static_cast<size_t>(o.world_size), now);
     }
-    for (int r = 0; r < o.world_size; ++r) {
-      std::optional<progress::Snapshot> s;
-      if (r == 0) {
-        s = progress::snapshot();
-      } else if (store->check({where_key(r)})) {
-        const auto v = store->get(where_key(r));
-        s = progress::parse(std::string(v.begin(), v.end()));
+    if (where_known.empty()) where_known.assign(static_cast<size_t>(o.world_size), 0);
+    for (int r = 1; r < o.world_size; ++r) {
+      if (!where_known[static_cast<size_t>(r)] && store->check({where_key(r)})) {
+        where_known[static_cast<size_t>(r)] = 1;
+        where_ranks.push_back(r);
       }
-      if (!s) continue;
+    }
+    std::vector<std::string> keys;
+    for (const int r : where_ranks) keys.push_back(where_key(r));
+    const auto values = keys.empty() ? std::vector<std::vector<uint8_t>>{} : store->multiGet(keys);
+    const auto observe = [&](int r, std::optional<progress::Snapshot> s) {
+      if (!s) return;
       auto& last = where[static_cast<size_t>(r)];
       if (!last || last->counter != s->counter) progressed[static_cast<size_t>(r)] = now;
       last = s;
+    };
+    observe(0, progress::snapshot());
+    for (size_t i = 0; i < where_ranks.size(); ++i) {
+      observe(where_ranks[i], progress::parse(std::string(values[i].begin(), values[i].end())));
     }
     // Rank 0's step times, for the automatic timeout: between two observations of a new step.
     const int64_t step = where[0]->step;

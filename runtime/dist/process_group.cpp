@@ -218,8 +218,12 @@ class C10dGroup : public ProcessGroup, public Communicator {
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+  // Every rank sets its host key, then counts itself in: waiting costs one round trip a poll
+  // whatever the world size (checking every rank's key would be world_size of them, from every
+  // rank: quadratic), and the ranks that are missing are looked up key by key only at the deadline.
   void register_and_wait() {
     store_->set("host/" + std::to_string(world_.rank), world_.hostname);
+    store_->add("arrived", 1);
     const auto deadline = Clock::now() + options_.rendezvous_timeout;
     std::vector<std::string> keys;
     for (int r = 0; r < world_.world_size; ++r) keys.push_back("host/" + std::to_string(r));
@@ -232,9 +236,8 @@ class C10dGroup : public ProcessGroup, public Communicator {
         if (world_.rank != 0 && store_->check({verdict_key})) {
           HPCTRAIN_THROW(rt::PeerError, to_string(store_->get(verdict_key)));
         }
-        for (int r = 0; r < world_.world_size; ++r) {
-          if (!store_->check({keys[r]})) missing.push_back(r);
-        }
+        if (store_->add("arrived", 0) >= world_.world_size) break;
+        if (Clock::now() >= deadline) missing = missing_keys(*store_, keys);
       } catch (const rt::PeerError&) {
         throw;
       } catch (const std::exception& e) {
@@ -242,8 +245,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
                                           std::to_string(port_) +
                                           " while waiting for ranks: " + first_line(e.what()));
       }
-      if (missing.empty()) break;
-      if (Clock::now() >= deadline) {
+      if (!missing.empty()) {
         std::vector<int> present;
         std::vector<std::string> hosts(world_.world_size);
         for (int r = 0; r < world_.world_size; ++r) {
@@ -264,8 +266,17 @@ class C10dGroup : public ProcessGroup, public Communicator {
       }
       std::this_thread::sleep_for(100ms);
     }
-    hosts_.resize(world_.world_size);
-    for (int r = 0; r < world_.world_size; ++r) hosts_[r] = to_string(store_->get(keys[r]));
+    hosts_.clear();
+    for (const auto& bytes : store_->multiGet(keys)) hosts_.push_back(to_string(bytes));
+  }
+
+  // The ranks whose key is not set, asked key by key (to name them once a deadline has passed).
+  static std::vector<int> missing_keys(c10d::Store& store, const std::vector<std::string>& keys) {
+    std::vector<int> missing;
+    for (size_t r = 0; r < keys.size(); ++r) {
+      if (!store.check({keys[r]})) missing.push_back(static_cast<int>(r));
+    }
+    return missing;
   }
 
   static std::string to_string(const std::vector<uint8_t>& bytes) {
@@ -364,16 +375,19 @@ class C10dGroup : public ProcessGroup, public Communicator {
   // deadline) for the others to do the same; returns the ranks that did not.
   std::vector<int> check_in(c10d::Store& store, const std::string& epoch) {
     store.set("alive/" + epoch + "/" + std::to_string(world_.rank), "1");
+    store.add("alive/" + epoch, 1);
     const auto deadline = Clock::now() + check_in_grace();
-    std::vector<int> missing;
-    while (true) {
-      missing.clear();
-      for (int r = 0; r < world_.world_size; ++r) {
-        if (!store.check({"alive/" + epoch + "/" + std::to_string(r)})) missing.push_back(r);
+    while (store.add("alive/" + epoch, 0) < world_.world_size) {
+      if (Clock::now() >= deadline) {
+        std::vector<std::string> keys;
+        for (int r = 0; r < world_.world_size; ++r) {
+          keys.push_back("alive/" + epoch + "/" + std::to_string(r));
+        }
+        return missing_keys(store, keys);
       }
-      if (missing.empty() || Clock::now() >= deadline) return missing;
       std::this_thread::sleep_for(200ms);
     }
+    return {};
   }
 
   std::string host_suffix(int rank) const {

@@ -1,5 +1,7 @@
 #include "worker/run.hpp"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -50,6 +52,26 @@ void describe(const dist::Launch& launch, const std::optional<spec::Spec>& spec,
   // A GPU job on a rank without a usable GPU: what training would refuse, and why.
   if (spec && spec->job.gpus_per_node > 0 && !cuda) j["cuda_problem"] = cuda_diagnosis();
   std::cout << j.dump() << std::endl;
+}
+
+// Rank 0 serves the store: a connection per rank for the training thread and another for the
+// heartbeat, besides Gloo's own pairs, so about 3 descriptors per rank; the usual soft limit
+// (1024) would end a job of a few hundred ranks at start. The soft limit goes up to the hard one;
+// when even that is short, rank 0 says so before it joins.
+void raise_open_file_limit(const dist::WorldInfo& world) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  const auto needed = static_cast<rlim_t>(3 * world.world_size + 64);
+  if (world.rank == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+    std::cerr << rt::rank_prefix() << "warning: open files limited to " << limit.rlim_cur
+              << " (ulimit -n, hard limit too); rank 0 of " << world.world_size
+              << " ranks needs about " << needed << " for the store's connections" << std::endl;
+  }
 }
 
 // The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the batch script shrank
@@ -110,6 +132,7 @@ int run(const Options& options) {
   dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
   join.backend = backend;
   if (cuda) join.cuda_device = bind_device(world.local_rank, launch.env);
+  raise_open_file_limit(world);
   auto group = dist::join(world, launch.env, join);
   // NCCL has taken SIGUSR1 before: make sure our handlers survived the backend's start.
   preempt::verify_stop_signals();

@@ -70,4 +70,24 @@ else
   grep -q "^\[rank 0/1 $(hostname)\] epoch\|training resnet" <<<"$out" && fail "it trained anyway"
   [[ ! -e $dir/gpu-run/metrics.jsonl ]] || fail "it trained anyway (metrics.jsonl written)"
 fi
+# Open files: the soft limit is raised to the hard one (rank 0 of a large job serves ~3 store
+# connections per rank); when even the hard limit is short, rank 0 says so before it joins. 2
+# ranks of the self test under a soft limit of 20 (too few for the rendezvous alone) and a hard
+# one of 4096 pass; under a hard limit of 60 rank 0 warns (2 ranks ask for 3 x 2 + 64 = 70).
+selftest_pair() {  # selftest_pair SOFT HARD: 2 self-test ranks under those open-file limits; rank 0's output in $dir/st0
+  local port=$((20000 + RANDOM % 20000)) pid
+  (ulimit -Sn "$1" && ulimit -Hn "$2" || exit 9; RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+     MASTER_PORT=$port env -u SLURM_JOB_ID "$worker" --selftest --selftest-max-bytes 8 > "$dir/st1" 2>&1) &
+  pid=$!
+  (ulimit -Sn "$1" && ulimit -Hn "$2" || exit 9; RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+     MASTER_PORT=$port env -u SLURM_JOB_ID "$worker" --selftest --selftest-max-bytes 8 > "$dir/st0" 2>&1)
+  local status=$?
+  wait "$pid" || status=1
+  return "$status"
+}
+selftest_pair 20 4096 || fail "self test under a soft limit of 20 open files: $(cat "$dir/st0" "$dir/st1")"
+! grep -q 'open files limited' "$dir/st0" || fail "a warning with a hard limit of 4096: $(cat "$dir/st0")"
+selftest_pair 60 60
+grep -q 'warning: open files limited to 60 (ulimit -n, hard limit too); rank 0 of 2 ranks needs about 70' "$dir/st0" ||
+  fail "no warning under a hard limit of 60: $(cat "$dir/st0")"
 echo "worker bad-input checks passed"
