@@ -172,8 +172,9 @@ json report_stragglers(const std::vector<run::MetricsRecord>& records) {
     n.last_step = r.step;
   }
   std::vector<std::pair<std::string, Node>> sorted(nodes.begin(), nodes.end());
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.second.windows > b.second.windows; });
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second.windows > b.second.windows;
+  });
   json out = {{"windows", windows}, {"nodes", json::array()}};
   for (const auto& [host, n] : sorted) {
     out["nodes"].push_back({{"host", host},

@@ -62,9 +62,9 @@ std::string encode(const Snapshot& s);
 std::optional<Snapshot> parse(const std::string& text);
 
 // Tests: rank RANK (or "@HOST": every rank on that host) sleeps SECONDS when it enters PHASE at
-// step STEP (every time: "every"; every time from step N on: "N+"). Throws std::invalid_argument naming what is wrong in
-// "RANK:STEP:PHASE:SECONDS" (PHASE one of data, forward, backward, allreduce, agreement,
-// checkpoint, eval).
+// step STEP (every time: "every"; every time from step N on: "N+"). Throws std::invalid_argument
+// naming what is wrong in "RANK:STEP:PHASE:SECONDS" (PHASE one of data, forward, backward,
+// allreduce, agreement, checkpoint, eval).
 void plant_stall(const std::string& spec, int this_rank, const std::string& this_host = "");
 
 }  // namespace hpctrain::progress

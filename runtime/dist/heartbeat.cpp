@@ -215,8 +215,8 @@ struct Heartbeat::State {
         beat_keys.push_back(beat_key(r));
       }
     }
-    const auto values = beat_keys.empty() ? std::vector<std::vector<uint8_t>>{}
-                                          : store->multiGet(beat_keys);
+    const auto values =
+        beat_keys.empty() ? std::vector<std::vector<uint8_t>>{} : store->multiGet(beat_keys);
     for (int r = 1; r < o.world_size; ++r) {
       const int64_t value = parse_counter(values[static_cast<size_t>(r - 1)]);
       if (value != seen[r]) {
