@@ -241,7 +241,7 @@ std::vector<Field> make_fields() {
               "in a row: every rank checkpoints and the node is replaced as if lost."),
       real("resilience.straggler_ratio", kDef, "1.5", 1.05, 1000,
            "A node is a straggler when its ranks' median busy time per step is this many times "
-           "the nodes' median (and 5 ms more)."),
+           "the nodes' median (and 20 ms more)."),
       integer("resilience.straggler_windows", kDef, "3", 1, 1000,
               "Log windows in a row (train.log_every_steps each) that the same node must be the "
               "straggler before it is evicted."),
