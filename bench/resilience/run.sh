@@ -3,8 +3,13 @@
 # (scripts/slurm-multinode.sh, 4 nodes: 3 train, 1 spare; a fresh cluster per trial). TRIALS
 # trials of each kind, each at a random step:
 #   kill  SIGKILL to every process of a training node, its slurmd included;
-#   cut   the node's link goes down (no FIN, no RST reaches its peers).
-# Each kind loses rank 0's node in half of its trials and another node in the rest. Per trial:
+#   cut   the node's link goes down (no FIN, no RST reaches its peers);
+#   hang  both ranks of a training node stall in their data wait after the trial's step, alive
+#         (HPCTRAIN_TEST_STALL=@NODE:STEP:data:600; resilience.hang_timeout_s = HANG_S);
+#   slow  both ranks of a training node sleep SLOW_S in every data wait from the trial's step on
+#         (HPCTRAIN_TEST_STALL=@NODE:STEP+:data:SLOW_S; evict_stragglers, 3 windows of 5 steps).
+# Each kind loses rank 0's node in half of its trials and another node in the rest. Per trial of
+# kill and cut:
 #   stop_s     from the loss to the moment no worker of the old step runs on a healthy node
 #              (polled every 0.1 s in the nodes' namespaces; target <= 15 s);
 #   restart_s  from then to the first training step of the new step (rank 0's "started" record
@@ -13,13 +18,21 @@
 #              <= one checkpoint interval, every_steps below);
 #   and that the run completed in the same job, resumed from a checkpoint no older than the newest
 #   one the old step had committed when its survivors stopped (none lost), with final weights
-#   bitwise equal to an uninterrupted run's.
+#   bitwise equal to an uninterrupted run's. Per trial of hang and slow:
+#   detect_s   from the stall's start (rank 0's train record of the trial's step) to rank 0's
+#              verdict (its hang or evict record in metrics.jsonl);
+#   restart_s  from the verdict to the first training step of the new step (the hang's includes
+#              the named ranks' gdb stacks, which the others wait for);
+#   redone     the steps reached before the verdict minus the step resumed from (a hang resumes
+#              from the last periodic checkpoint; an eviction from its own, at the verdict);
+#   and the same checks (the node replaced by the spare, cause hang or straggler in the ledger).
 # Then p50/p95 per kind. Also each run's peak resident memory per rank and the threads per rank.
 # The peer, plain PyTorch DDP (gloo) under srun, has no recovery inside the allocation: its
 # survivors block in the collective until torch's timeout (30 min by default) and Slurm then ends
 # the job; one trial of it, watched for PEER_WAIT_S, gives its stop time (or a lower bound).
 #   bench/resilience/run.sh [BUILD_DIR]   (default build; needs hpctrain, hpctrain-worker, root)
-# Environment: TRIALS (10), EVERY (checkpoint every_steps, 10), STEPS (max_steps, 150),
+# Environment: KINDS ("kill cut hang slow"), TRIALS (10), EVERY (checkpoint every_steps, 10),
+# STEPS (max_steps, 150), HANG_S (hang_timeout_s, 10), SLOW_S (0.3),
 # BENCH_DIR (/var/tmp/hpctrain-bench-resilience), PEER (1: run the peer trial), PEER_WAIT_S (120),
 # PYTHON (python3 with torch). Prints Markdown.
 set -uo pipefail
@@ -28,6 +41,9 @@ build=${1:-$repo/build}
 trials=${TRIALS:-10}
 every=${EVERY:-10}
 steps=${STEPS:-150}
+kinds=${KINDS:-kill cut hang slow}
+hang_s=${HANG_S:-10}
+slow_s=${SLOW_S:-0.3}
 dir=${BENCH_DIR:-/var/tmp/hpctrain-bench-resilience}
 mn=$repo/scripts/slurm-multinode.sh
 hpctrain=$build/bin/hpctrain
@@ -47,14 +63,15 @@ die() { echo "bench/resilience: $*" >&2; exit 1; }
 fresh_cluster() { "$mn" restart "$cluster" 4 > "$dir/cluster.log" 2>&1 || die "cluster: $(tail "$dir/cluster.log")"; }
 now() { date +%s.%N; }
 
-spec() {  # NAME: a replace spec; its path
-  synthetic_spec job.name="$1" job.partition=debug job.srun_mpi=pmix job.nodes=3 \
+spec() {  # NAME [KEY=VALUE]...: a replace spec; its path
+  local name=$1; shift
+  synthetic_spec job.name="$name" job.partition=debug job.srun_mpi=pmix job.nodes=3 \
     job.tasks_per_node=2 job.time=00:20:00 job.run_dir="$dir/runs/{name}" \
     job.worker="$dir/bin/hpctrain-worker" data.synthetic_samples=960 data.synthetic_image_size=16 \
     train.epochs=100 train.max_steps="$steps" train.batch_size=8 train.log_every_steps=1 \
     train.threads=1 train.schedule.name=constant checkpoint.every_steps="$every" \
-    preemption.signal_lead_s=60 resilience.spare_nodes=1 > "$dir/$1.toml"
-  echo "$dir/$1.toml"
+    preemption.signal_lead_s=60 resilience.spare_nodes=1 "$@" > "$dir/$name.toml"
+  echo "$dir/$name.toml"
 }
 step_of() { { jq -r 'select(.kind == "train") | .step' "$1/metrics.jsonl" 2>/dev/null || true; } | tail -n 1; }
 finished() { [[ -s $1/attempts.jsonl ]] && tail -n 1 "$1/attempts.jsonl" | jq -e '.reason != "node_lost"' >/dev/null; }
@@ -122,6 +139,45 @@ trial() {  # KIND N
   "$mn" stop "$cluster" > /dev/null 2>&1
 }
 
+# stall_trial KIND N: a planted hang or slowness on a training node (rank 0's, node2, in odd
+# trials; node3 in even ones) from a random step; the verdict, the replacement and the checks.
+stall_trial() {
+  local kind=$1 n=$2 name=$1-$2 run at node stall record t_start t_verdict started resumed reached fp ok=yes
+  local -a extra
+  run=$dir/runs/$name
+  fresh_cluster
+  at=$(( 15 + RANDOM % (steps - 45) ))
+  if (( n % 2 )); then node=node2; else node=node3; fi  # node1, the batch host, is the spare
+  if [[ $kind == hang ]]; then
+    stall="@$node:$at:data:600" record=hang extra=(resilience.hang_timeout_s="$hang_s")
+  else
+    at=$(( at / 5 * 5 ))  # a step with a train record (one every 5 steps)
+    stall="@$node:$at+:data:$slow_s" record=evict
+    extra=(resilience.evict_stragglers=true resilience.straggler_windows=3 train.log_every_steps=5)
+  fi
+  HPCTRAIN_TEST_STALL=$stall "$hpctrain" submit "$(spec "$name" "${extra[@]}")" > /dev/null 2>&1 ||
+    die "submit $name"
+  wait_until 900 finished "$run" || { echo "$kind $n $at $node hang" >> "$results"; return; }
+  t_start=$(jq -r --argjson s "$at" 'select(.kind == "train" and .step == $s) | .wall_time' "$run/metrics.jsonl" | head -n 1)
+  t_verdict=$(jq -r --arg k "$record" 'select(.kind == $k) | .wall_time' "$run/metrics.jsonl" | head -n 1)
+  reached=$(jq -r --arg k "$record" 'select(.kind == $k) | .step' "$run/metrics.jsonl" | head -n 1)
+  started=$(jq -r 'select(.kind == "started" and .tag == "0.1") | .wall_time' "$run/metrics.jsonl")
+  resumed=$(jq -r 'select(.kind == "started" and .tag == "0.1") | .resumed_from' "$run/metrics.jsonl")
+  fp=$(fingerprint "$run")
+  [[ $(tail -n 1 "$run/attempts.jsonl" | jq -r .reason) == completed ]] || ok="not completed"
+  [[ $(jq -r .restart "$run/attempts.jsonl" | sort -u) == 0 ]] || ok="requeued"
+  head -n 1 "$run/attempts.jsonl" | jq -e --arg node "$node" --arg c "${record/evict/straggler}" \
+    '.reason == "node_lost" and .lost_nodes == $node and .cause == $c and .added_nodes == "node1"' > /dev/null ||
+    ok="ledger: $(head -n 1 "$run/attempts.jsonl" | jq -c '{reason, lost_nodes, cause}')"
+  [[ $t_start && $t_verdict && $resumed =~ ^[0-9]+$ ]] || ok="no verdict or no resume"
+  [[ $fp == "$reference" ]] || ok="weights $fp"
+  awk -v k="$kind" -v n="$n" -v at="$at" -v node="$node" -v a="${t_start:-0}" -v v="${t_verdict:-0}" \
+      -v st="${started:-0}" -v re="${reached:-0}" -v rs="${resumed:-0}" -v ok="$ok" \
+    'BEGIN { printf "%s %d %d %s %s %.1f %.1f %d %s\n", k, n, at, node, (node == "node2" ? "rank0" : "other"), v - a, st - v, re - rs, ok == "yes" ? "ok" : "FAIL:" ok }' \
+    >> "$results"
+  "$mn" stop "$cluster" > /dev/null 2>&1
+}
+
 # The peer: 3 nodes, no spare, no --no-kill (as a DDP user submits it); node2 lost at step 40.
 declare -A peer_stop=([kill]=skipped [cut]=skipped) peer_after=([kill]=? [cut]=?)
 peer_rss=?
@@ -149,13 +205,19 @@ SH
   scancel "$id" 2>/dev/null
   "$mn" stop "$cluster" > /dev/null 2>&1
 }
-if [[ ${PEER:-1} == 1 ]]; then
+if [[ ${PEER:-1} == 1 && " $kinds " == *" kill "* ]]; then
   peer_trial kill
   peer_trial cut
 fi
 
-for kind in kill cut; do
-  for n in $(seq 1 "$trials"); do trial "$kind" "$n"; done
+for kind in $kinds; do
+  for n in $(seq 1 "$trials"); do
+    case $kind in
+      kill | cut) trial "$kind" "$n" ;;
+      hang | slow) stall_trial "$kind" "$n" ;;
+      *) die "unknown kind $kind (kill, cut, hang, slow)" ;;
+    esac
+  done
 done
 
 echo "## Node loss recovery ($(date -u +%Y-%m-%d), $(nproc) cores, $trials trials each)"
@@ -171,15 +233,19 @@ echo "${peer_stop[cut]} s (${peer_after[cut]} steps). The cluster's SlurmdTimeou
 echo "torch's collective timeout 30 min. The peer has no recovery inside the allocation: its job"
 echo "ends, and a requeue waits in the queue."
 echo
-echo "| kind | trial | step | node lost | whose | stop s | restart s | steps redone | checks |"
+echo "For hang and slow, \"stop s\" is detect s: from the stall's start to rank 0's verdict (hang"
+echo "timeout $hang_s s; a slowdown of $slow_s s a step, evicted after 3 windows of 5 steps), and"
+echo "\"restart s\" runs from the verdict."
+echo
+echo "| kind | trial | step | node | whose | stop (detect) s | restart s | steps redone | checks |"
 echo "|---|---|---|---|---|---|---|---|---|"
 awk '{ printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9 }' "$results"
 echo
-echo "| kind | stop s p50 | stop s p95 | restart s p50 | restart s p95 | redone p50 | redone max | failed checks or hangs |"
+echo "| kind | stop (detect) s p50 | p95 | restart s p50 | restart s p95 | redone p50 | redone max | failed checks or hangs |"
 echo "|---|---|---|---|---|---|---|---|"
 # pct COLUMN P: the P-th percentile (nearest rank) of COLUMN over the rows on stdin.
 pct() { awk -v c="$1" '{print $c}' | sort -g | awk -v p="$2" '{v[NR] = $1} END {i = int(p * (NR - 1) + 0.5) + 1; print v[i]}'; }
-for kind in kill cut; do
+for kind in $kinds; do
   rows=$(awk -v k="$kind" '$1 == k && NF == 9' "$results")
   bad=$(awk -v k="$kind" '$1 == k && (NF != 9 || $9 != "ok")' "$results" | wc -l)
   echo "| $kind | $(pct 6 .5 <<<"$rows") | $(pct 6 .95 <<<"$rows") | $(pct 7 .5 <<<"$rows") |" \
