@@ -56,8 +56,11 @@ void describe(const dist::Launch& launch, const std::optional<spec::Spec>& spec,
 
 // Rank 0 serves the store: a connection per rank for the training thread and another for the
 // heartbeat, besides Gloo's own pairs, so about 3 descriptors per rank; the usual soft limit
-// (1024) would end a job of a few hundred ranks at start. The soft limit goes up to the hard one;
-// when even that is short, rank 0 says so before it joins.
+// (1024) would end a job of a few hundred ranks at start. The soft limit goes up to the hard one.
+// Below what joining certainly needs (rank 0: 2 per rank and 18, measured in the self test; the
+// others: a Gloo pair per peer and a few) the rank refuses to start, naming the limit, rather than
+// die later inside Gloo ("Too many open files", no rank named); below rank 0's ~3 per rank it
+// warns.
 void raise_open_file_limit(const dist::WorldInfo& world) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
@@ -66,8 +69,20 @@ void raise_open_file_limit(const dist::WorldInfo& world) {
     ::setrlimit(RLIMIT_NOFILE, &limit);
     ::getrlimit(RLIMIT_NOFILE, &limit);
   }
-  const auto needed = static_cast<rlim_t>(3 * world.world_size + 64);
-  if (world.rank == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed) {
+  if (limit.rlim_cur == RLIM_INFINITY) return;
+  const auto n = static_cast<rlim_t>(world.world_size);
+  const rlim_t least = world.rank == 0 ? 2 * n + 18 : n + 8;
+  if (limit.rlim_cur < least) {
+    HPCTRAIN_THROW(rt::EnvError, "open files are limited to " + std::to_string(limit.rlim_cur) +
+                                     " (ulimit -n, the hard limit too) and rank " +
+                                     std::to_string(world.rank) + " of " +
+                                     std::to_string(world.world_size) + " ranks needs at least " +
+                                     std::to_string(least) +
+                                     " to join: raise the hard limit (limits.conf, or the site's "
+                                     "Slurm PropagateResourceLimits)");
+  }
+  const rlim_t needed = 3 * n + 64;
+  if (world.rank == 0 && limit.rlim_cur < needed) {
     std::cerr << rt::rank_prefix() << "warning: open files limited to " << limit.rlim_cur
               << " (ulimit -n, hard limit too); rank 0 of " << world.world_size
               << " ranks needs about " << needed << " for the store's connections" << std::endl;

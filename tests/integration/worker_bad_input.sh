@@ -90,4 +90,19 @@ selftest_pair 20 4096 || fail "self test under a soft limit of 20 open files: $(
 selftest_pair 60 60
 grep -q 'warning: open files limited to 60 (ulimit -n, hard limit too); rank 0 of 2 ranks needs about 70' "$dir/st0" ||
   fail "no warning under a hard limit of 60: $(cat "$dir/st0")"
+# Below what joining needs (2 per rank + 18 on rank 0: 22), rank 0 refuses at once, naming the
+# limit (exit 2), instead of dying inside Gloo; rank 1 (a pair per peer and a few: 10) waits for a
+# store that never comes and is ended here.
+port=$((20000 + RANDOM % 20000))
+(ulimit -Sn 20 && ulimit -Hn 20; RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+   MASTER_PORT=$port env -u SLURM_JOB_ID exec "$worker" --selftest --selftest-max-bytes 8 > "$dir/st1" 2>&1) &
+other=$!
+out=$(ulimit -Sn 20 && ulimit -Hn 20; RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=$port env -u SLURM_JOB_ID "$worker" --selftest --selftest-max-bytes 8 2>&1)
+status=$?
+kill "$other" 2>/dev/null
+wait "$other" 2>/dev/null
+[[ $status == 2 ]] || fail "hard limit of 20 open files: rank 0 exited $status, want 2: $out"
+grep -Eq "^\[rank 0/2 $(hostname)\] run\.cpp:[0-9]+: open files are limited to 20 \(ulimit -n, the hard limit too\) and rank 0 of 2 ranks needs at least 22 to join" <<<"$out" ||
+  fail "no line naming the limit and what rank 0 needs: $out"
 echo "worker bad-input checks passed"
