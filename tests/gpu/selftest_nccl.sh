@@ -5,6 +5,17 @@
 set -uo pipefail
 worker=$1
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_lib.sh" || exit 1
+describe='' out=''
+keep_on_failure() {  # the whole output, not ctest's cut of it (keep_logs, gpu_lib.sh)
+  local status=$? tmp
+  (( status == 0 || status == 77 )) && return
+  tmp=$(mktemp -d) || return
+  printf '%s\n' "$describe" > "$tmp/describe-env.txt"
+  printf '%s\n' "$out" > "$tmp/selftest.log"
+  keep_logs gpu_selftest_nccl "$tmp/describe-env.txt" "$tmp/selftest.log"
+  rm -rf "$tmp"
+}
+trap keep_on_failure EXIT
 describe=$("$worker" --describe-env 2>&1) || { echo "describe-env failed: $describe"; exit 1; }
 backend=$(jq -r .backend <<<"$describe")
 [[ $backend == nccl ]] || gpu_require "the worker's backend is $backend, not nccl: $describe"

@@ -16,6 +16,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 worker=$1 python=$2 case=$3
 source "$here/gpu_lib.sh"
 source "$here/../integration/resume_lib.sh" "$worker"
+# A failure keeps every rank log whole (keep_logs, gpu_lib.sh) before resume_lib's cleanup
+# removes the work directory.
+keep_then_cleanup() {
+  local status=$?
+  (( status == 0 || status == 77 )) \
+    || keep_logs "gpu_train_$case" "$work"/*.log.rank* "$work"/*.toml
+  cleanup
+}
+trap keep_then_cleanup EXIT
 
 gpu_spec() {  # gpu_spec NAME PRECISION CHANNELS_LAST: 3 epochs of 64 steps of 64 images, 32x32
   synthetic_spec job.name="$1" job.tasks_per_node=1 job.gpus_per_node=1 job.run_dir="$work/$1" \
