@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # The GPU training benchmark (run by scripts/gpu-check.sh on a machine with an NVIDIA GPU): one
-# rank, ResNet-50 (torchvision's), batch 256, channels_last, fp16 (loss scaling) and bf16.
-# hpctrain-worker against PyTorch eager AMP (bench/train/peer_train.py) on the same GPU in the
-# same run, on two inputs:
-#   synthetic  ours: data.synthetic (random images made on the host, through the loader and the
-#              device input path); the peer: random images made once on the GPU (no input path
-#              at all: the peer's upper bound)
-#   hdf5       the same HDF5 file of random 224x224 images, augment none: ours through its loader;
-#              the peer through a DataLoader (pin_memory, the same number of worker processes as
-#              our loader threads), non_blocking copies and normalisation on the GPU
-# Per run: images/s (the median of the log windows after the first, ours; the timed steps after
-# warmup, the peer's), the ratio, GPU utilisation (the mean of nvidia-smi samples every 200 ms
-# while the run trains, start-up excluded as far as the samples allow) and the GPU memory in use
-# (the peak of the same samples: the whole process, CUDA context included, both sides alike),
-# peak host RSS, and the threads each side used.
+# rank, torchvision's ResNet-50, batch 256, channels_last; hpctrain-worker against a PyTorch peer
+# on the same GPU in the same run (bench/train/README.md, "GPU"). Rows (ROWS, in this order):
+#   jpeg             fp16, random-resized-crop 224 + flip, on bench/data/jpeg/make_jpegs.py's set
+#                    (6,144 images, bench/train/jpeg_data.sh) as format v2 shards: ours through
+#                    its loader threads; the peer is torchvision's ImageNet recipe (peer_jpeg.py:
+#                    ImageFolder + PIL in a DataLoader with as many workers as our loader threads)
+#   fp16-synthetic, bf16-synthetic
+#                    ours: data.synthetic (made on the host, through the loader and the device
+#                    input path); the peer: random images made once on the GPU (no input path at
+#                    all: the peer's upper bound; peer_train.py synthetic)
+#   fp16-hdf5, bf16-hdf5
+#                    one HDF5 file of random 224x224 images, augment none: ours through its
+#                    loader; the peer through a pinned DataLoader (peer_train.py gpu)
+# images/s, ours: the median of the log windows after the first (10 steps each); the peer's: the
+# same windows for jpeg, the timed steps after 10 warm-up steps for the others. Also the ratio,
+# the peak GPU memory in use (nvidia-smi every 200 ms: the whole process, CUDA context included,
+# both sides alike), peak host RSS, and for jpeg the windows' images over their time ("overall")
+# and the peer's GPU busy share (CUDA events; README says why not nvidia-smi's utilisation).
 #   bench/train/gpu.sh BUILD_DIR
+# STEPS (60), JPEG_STEPS (100), EVERY (10: steps a window), WORKERS (nproc - 2), THREADS (2), JPEG_DIR (jpeg_data.sh's DIR;
+# made in a temporary directory when unset), TIMES (a file each part's seconds are appended to).
+# DEVICE=cpu runs the jpeg row without a GPU as a smoke test (ARCH, SIZE, BATCH, PRECISION).
+# The tables go to stdout, row by row; what the runs print, to stderr.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(cd "${1:?usage: gpu.sh BUILD_DIR}" && pwd)
@@ -24,90 +32,190 @@ sampler=
 trap '[[ -n $sampler ]] && kill "$sampler" 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$root/tests/support/synthetic_spec.sh"
 steps=${STEPS:-60}
+jpeg_steps=${JPEG_STEPS:-100}
+every=${EVERY:-10}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
 threads=${THREADS:-2}
+rows=${ROWS:-jpeg fp16-synthetic fp16-hdf5 bf16-synthetic bf16-hdf5}
+device=${DEVICE:-cuda}
+arch=${ARCH:-resnet50}
+size=${SIZE:-224}
+batch=${BATCH:-256}
+jpeg_precision=${PRECISION:-fp16}
+times=${TIMES:-/dev/null}
+gpu_keys=(job.gpus_per_node=1)
+[[ $device == cpu ]] && gpu_keys=()
 
-"$build/bin/hpctrain-data" synthetic --samples 5120 --size 224 --classes 1000 --seed 1 -q \
-  -o "$tmp/images.h5" > /dev/null
+took() { echo "bench $1: $(( SECONDS - $2 )) s${3:+ ($3)}" >> "$times"; }
 
-# sample NAME: nvidia-smi samples into $tmp/NAME.smi until stop_sampling.
+# sample NAME: nvidia-smi's memory.used into $tmp/NAME.smi every 200 ms until stop_sampling.
 sample() {
-  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -lms 200 \
+  [[ $device == cpu ]] && { : > "$tmp/$1.smi"; return; }
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
     > "$tmp/$1.smi" 2>/dev/null &
   sampler=$!
 }
-stop_sampling() { kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; sampler=; }
-# gpu_figures NAME: "UTIL% MEM_MIB": the mean utilisation over the samples from the first busy
-# one on (start-up excluded), the peak memory over all.
-gpu_figures() {
-  awk -F', *' '{ u[NR] = $1; if ($2 > m) m = $2 }
-    END { s = 0; for (i = 1; i <= NR; i++) if (u[i] > 0) { s = i; break }
-          n = 0; t = 0; if (s) for (i = s; i <= NR; i++) { t += u[i]; n++ }
-          printf "%.0f %.0f", n ? t / n : 0, m }' "$tmp/$1.smi"
+stop_sampling() {
+  [[ -n $sampler ]] || return 0
+  kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; sampler=
+}
+gpu_mem() { awk '$1 > m { m = $1 } END { printf "%s", NR ? m : "n/a" }' "$tmp/$1.smi"; }
+
+# ours_run NAME KEY=VALUE...: trains with the common keys and these; its log to stderr when it
+# fails (the last 60 lines), its peak RSS in $tmp/NAME.rss.
+ours_run() {
+  local name=$1 t0=$SECONDS
+  shift
+  synthetic_spec job.name="$name" "${gpu_keys[@]}" job.run_dir="$tmp/run-$name" \
+    data.workers="$workers" model.arch="$arch" train.epochs=100000 train.batch_size="$batch" \
+    train.threads="$threads" train.channels_last=true train.log_every_steps="$every" \
+    train.eval_every_epochs=0 checkpoint.every_steps=0 preemption.enabled=false "$@" \
+    > "$tmp/$name.toml"
+  sample "$name"
+  local status=0
+  "$build/bin/hpctrain-worker" --spec "$tmp/$name.toml" > "$tmp/$name.log" 2>&1 || status=$?
+  stop_sampling
+  took "$name" "$t0" "status $status"
+  if (( status != 0 )); then
+    echo "--- $name exited $status; its spec and the end of its log:" >&2
+    cat "$tmp/$name.toml" >&2
+    tail -n 60 "$tmp/$name.log" >&2
+    return 1
+  fi
+  grep -oE 'peak RSS [0-9]+' "$tmp/$name.log" | grep -oE '[0-9]+$' | tail -n 1 > "$tmp/$name.rss"
+}
+# windows NAME: "MEDIAN OVERALL COUNT" of the log windows after the first (OVERALL: their images
+# over their time, the harmonic mean of equal windows).
+windows() {
+  jq -rs '[.[] | select(.kind == "train") | .images_per_s] | .[1:] | sort
+          | if length == 0 then "0 0 0" else
+            "\(.[length / 2 | floor]) \(length / (map(1 / .) | add)) \(length)" end' \
+    "$tmp/run-$1/metrics.jsonl"
+}
+# peer_run NAME ARGS...: the peer's last line (key=value pairs); stderr to stderr.
+peer_run() {
+  local name=$1 t0=$SECONDS status=0 out
+  shift
+  sample "$name"
+  out=$("$python" "$@" | tail -n 1) || status=$?
+  stop_sampling
+  took "$name" "$t0" "status $status"
+  echo "$name: $out" >&2
+  (( status == 0 )) && [[ $out == *images_per_s=* ]] || { echo "--- $name exited $status" >&2; return 1; }
+  echo "$out"
+}
+kv() { grep -oE "(^| )$1=[^ ]+" <<<"$2" | head -n 1 | cut -d= -f2; }
+
+jpeg_row() {
+  local dir=${JPEG_DIR:-$tmp/jpeg} t0=$SECONDS
+  if [[ ! -d $dir/v2 ]]; then
+    "$root/bench/train/jpeg_data.sh" "$build" "$dir" >&2 || { echo "| jpeg data failed |"; return 1; }
+    took "jpeg data" "$t0"
+  fi
+  local o_med o_all o_n p line failed=0
+  if ours_run ours-jpeg -data.synthetic data.train="$dir/v2/train-*.h5" \
+       data.augment=random_resized_crop data.image_size="$size" model.num_classes=10 \
+       train.max_steps="$jpeg_steps" train.precision="$jpeg_precision"; then
+    read -r o_med o_all o_n <<<"$(windows ours-jpeg)"
+  else
+    o_med=0 o_all=0 o_n=0 failed=1
+  fi
+  local o_mem o_rss
+  o_mem=$(gpu_mem ours-jpeg) o_rss=$(cat "$tmp/ours-jpeg.rss" 2>/dev/null || echo n/a)
+  (( o_n >= 3 )) || echo "ours-jpeg: only $o_n log windows after the first (want >= 3)" >&2
+  line=$(peer_run peer-jpeg "$root/bench/train/peer_jpeg.py" "$dir/images" --arch "$arch" \
+    --size "$size" --batch "$batch" --precision "$jpeg_precision" --channels-last \
+    --workers "$workers" --threads "$threads" --steps "$jpeg_steps" --log-every "$every" \
+    --device "$device") \
+    || { line="images_per_s=0 images_per_s_overall=0 windows=0 gpu_busy=n/a peak_rss_mib=n/a"; failed=1; }
+  p=$(kv images_per_s "$line")
+  local label
+  label="$jpeg_precision RRC $size, $(find "$dir/images" -name '*.JPEG' | wc -l) JPEGs"
+  awk -v label="$label" -v o="$o_med" -v oa="$o_all" -v on="$o_n" -v q="$p" -v qa="$(kv images_per_s_overall "$line")" \
+    -v qn="$(kv windows "$line")" -v busy="$(kv gpu_busy "$line")" \
+    -v m="$o_mem / $(gpu_mem peer-jpeg)" -v r="$o_rss / $(kv peak_rss_mib "$line")" \
+    'BEGIN { printf "| %s | %.0f (%.0f; %d windows) | %.0f (%.0f; %d windows) | %s | %s | %s | %s |\n",
+             label, o, oa, on, q, qa, qn, (q > 0 ? sprintf("%.2f", o / q) : "n/a"),
+             busy, m, r }'
+  return "$failed"
 }
 
-ours() {  # ours PRECISION SOURCE(synthetic|hdf5): "IMAGES_PER_S PEAK_RSS_MIB THREADS"
-  local data name=ours-$1-$2
-  if [[ $2 == synthetic ]]; then
+hdf5_file() {
+  [[ -f $tmp/images.h5 ]] && return 0
+  local t0=$SECONDS
+  "$build/bin/hpctrain-data" synthetic --samples 5120 --size 224 --classes 1000 --seed 1 -q \
+    -o "$tmp/images.h5" > /dev/null
+  took "hdf5 data" "$t0"
+}
+
+row() {  # row PRECISION SOURCE(synthetic|hdf5)
+  local precision=$1 source=$2 name=$1-$2 data o_ips=0 o_n=0 rest line p failed=0
+  if [[ $source == synthetic ]]; then
     data=(data.synthetic_samples=5120 data.synthetic_image_size=224)
   else
+    hdf5_file
     data=(-data.synthetic data.train="$tmp/images.h5")
   fi
-  synthetic_spec job.name="$name" job.gpus_per_node=1 job.run_dir="$tmp/run-$name" "${data[@]}" \
-    data.workers="$workers" data.augment=none model.arch=resnet50 model.num_classes=1000 \
-    train.max_steps="$steps" train.batch_size=256 train.threads="$threads" train.precision="$1" \
-    train.channels_last=true train.log_every_steps=10 train.eval_every_epochs=0 \
-    checkpoint.every_steps=0 preemption.enabled=false > "$tmp/$name.toml"
-  sample "$name"
-  "$build/bin/hpctrain-worker" --spec "$tmp/$name.toml" > "$tmp/$name.log" 2>&1 \
-    || { stop_sampling; cat "$tmp/$name.log" >&2; return 1; }
-  stop_sampling
-  local ips rss
-  ips=$(jq -s '[.[] | select(.kind == "train")] | .[1:] | map(.images_per_s) | sort
-               | .[length / 2 | floor]' "$tmp/run-$name/metrics.jsonl")
-  rss=$(grep -oE 'peak RSS [0-9]+' "$tmp/$name.log" | grep -oE '[0-9]+$')
-  echo "$ips $rss"
-}
-
-peer() {  # peer PRECISION SOURCE: "IMAGES_PER_S PEAK_RSS_MIB (LOADER_PEAK_RSS_MIB)"
-  local name=peer-$1-$2 out
-  sample "$name"
-  if [[ $2 == synthetic ]]; then
-    out=$("$python" "$root/bench/train/peer_train.py" synthetic --arch resnet50 --stem imagenet \
-      --classes 1000 --size 224 --batch 256 --precision "$1" --channels-last --device cuda \
-      --threads "$threads" --steps "$steps" --warmup 10 --samples 1024 | tail -n 1)
+  if ours_run "ours-$name" "${data[@]}" data.augment=none model.num_classes=1000 \
+       train.max_steps="$steps" train.precision="$precision"; then
+    read -r o_ips rest o_n <<<"$(windows "ours-$name")"
   else
-    out=$("$python" "$root/bench/train/peer_train.py" gpu --train "$tmp/images.h5" --arch resnet50 \
-      --stem imagenet --classes 1000 --batch 256 --precision "$1" --channels-last \
-      --threads "$threads" --workers "$workers" --steps "$steps" --warmup 10 | tail -n 1)
+    failed=1
   fi
-  stop_sampling
-  echo "$out" >&2
-  local ips rss loader
-  ips=$(grep -oE 'images_per_s=[0-9.]+' <<<"$out" | cut -d= -f2)
-  rss=$(grep -oE ' peak_rss_mib=[0-9]+' <<<"$out" | cut -d= -f2)
-  loader=$(grep -oE 'loader_peak_rss_mib=[0-9]+' <<<"$out" | cut -d= -f2 || true)
-  echo "$ips $rss${loader:+ (+$loader in loader processes)}"
+  if [[ $source == synthetic ]]; then
+    line=$(peer_run "peer-$name" "$root/bench/train/peer_train.py" synthetic --arch resnet50 \
+      --stem imagenet --classes 1000 --size 224 --batch 256 --precision "$precision" \
+      --channels-last --device cuda --threads "$threads" --steps "$steps" --warmup 10 \
+      --samples 1024) || { line="images_per_s=0"; failed=1; }
+  else
+    line=$(peer_run "peer-$name" "$root/bench/train/peer_train.py" gpu --train "$tmp/images.h5" \
+      --arch resnet50 --stem imagenet --classes 1000 --batch 256 --precision "$precision" \
+      --channels-last --threads "$threads" --workers "$workers" --steps "$steps" --warmup 10) \
+      || { line="images_per_s=0"; failed=1; }
+  fi
+  p=$(kv images_per_s "$line")
+  local loader
+  loader=$(kv loader_peak_rss_mib "$line")
+  awk -v p="$precision" -v s="$source" -v o="$o_ips" -v on="$o_n" -v q="$p" \
+    -v m="$(gpu_mem "ours-$name") / $(gpu_mem "peer-$name")" \
+    -v r="$(cat "$tmp/ours-$name.rss" 2>/dev/null || echo n/a) / $(kv peak_rss_mib "$line")${loader:+ (+$loader loader)}" \
+    'BEGIN { printf "| %s | %s | %.0f (%d windows) | %.0f | %s | %s | %s |\n", p, s, o, on, q,
+             (q > 0 ? sprintf("%.2f", o / q) : "n/a"), m, r }'
+  return "$failed"
 }
 
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)
-echo "## GPU: ResNet-50, batch 256, channels_last, $gpu, $(date -u +%F)"
+if [[ $device == cpu ]]; then
+  gpu="no GPU (DEVICE=cpu smoke test)"
+else
+  gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)
+fi
+echo "## GPU: $arch, batch $batch, channels_last, $gpu, $(date -u +%F)"
 echo
-echo "$steps timed steps per run; threads: $threads compute threads per side, $workers loader"
-echo "threads (ours) / DataLoader worker processes (peer's hdf5 runs); peer: torch $("$python" -c 'import torch; print(torch.__version__)')"
-echo
-echo "| precision | data | hpctrain img/s | peer img/s | ratio | GPU util ours / peer | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
-for precision in fp16 bf16; do
-  for source in synthetic hdf5; do
-    read -r o_ips o_rss <<<"$(ours "$precision" "$source")"
-    read -r o_util o_mem <<<"$(gpu_figures "ours-$precision-$source")"
-    p_line=$(peer "$precision" "$source")
-    p_ips=${p_line%% *}
-    p_rss=${p_line#* }
-    read -r p_util p_mem <<<"$(gpu_figures "peer-$precision-$source")"
-    awk -v p="$precision" -v s="$source" -v o="$o_ips" -v q="$p_ips" \
-      -v u="$o_util% / $p_util%" -v m="$o_mem / $p_mem" -v r="$o_rss / $p_rss" \
-      'BEGIN { printf "| %s | %s | %.0f | %.0f | %.2f | %s | %s | %s |\n", p, s, o, q, o / q, u, m, r }'
-  done
+echo "threads: $threads compute threads per side, $workers loader threads (ours) / DataLoader worker"
+echo "processes (the peer's jpeg and hdf5 runs); peer: torch $("$python" -c 'import torch; print(torch.__version__)')"
+status=0
+for r in $rows; do
+  case $r in
+    jpeg)
+      echo
+      echo "$jpeg_steps steps, $every a window; images/s: median of the windows after the first (overall)"
+      echo
+      echo "| run | hpctrain img/s | torchvision recipe img/s | ratio | peer GPU busy | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
+      echo "|---|---:|---:|---:|---:|---:|---:|"
+      jpeg_row || status=1
+      ;;
+    fp16-* | bf16-*)
+      if [[ -z ${header_done:-} ]]; then
+        header_done=1
+        echo
+        echo "$steps steps; images/s ours: median of the windows after the first; peer: after 10 warm-up steps"
+        echo
+        echo "| precision | data | hpctrain img/s | peer img/s | ratio | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
+        echo "|---|---|---:|---:|---:|---:|---:|"
+      fi
+      row "${r%%-*}" "${r#*-}" || status=1
+      ;;
+    *) echo "gpu.sh: unknown row $r" >&2; status=1 ;;
+  esac
 done
+exit "$status"
