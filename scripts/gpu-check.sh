@@ -7,9 +7,16 @@
 #   scripts/gpu-check.sh prepare   here, with a package registry: download the Debian packages a
 #                                  bare GPU image lacks (below) into .gpu-debs/ (git-ignored)
 #   scripts/gpu-check.sh run       on the GPU machine: unpack .gpu-debs/ under /tmp (never into /),
-#                                  configure with HPCTRAIN_CUDA=ON against python3's torch, build,
-#                                  test, benchmark; logs under $OUT (or ./gpu-check-out) whichever
-#                                  step fails, and a non-zero status when one did
+#                                  configure with HPCTRAIN_CUDA=ON against python3's torch, build
+#                                  what the gpu tests and the benchmark run, test, benchmark; logs
+#                                  under $OUT (or ./gpu-check-out) whichever step fails, and a
+#                                  non-zero status when one did. At most 7 files there (the device
+#                                  tool returns 8): summary.txt (each step's status and seconds,
+#                                  written as it goes), build.log, ctest.log, ctest-LastTest.log,
+#                                  gpu-test-logs.tgz (a failed gpu test's rank logs, whole),
+#                                  bench.md (the tables), bench.log (what the runs printed). The
+#                                  benchmark gets what is left of GPU_CHECK_BUDGET_S (540) and is
+#                                  stopped there; the test logs land before it starts.
 #   scripts/gpu-check.sh           prepare, then run when nvidia-smi sees a GPU; without one it
 #                                  checks the package list: every library the build links and
 #                                  every program it runs from the packages finds what it needs in
@@ -17,7 +24,9 @@
 #                                  a configure that sees no package outside them succeeds
 #
 # With the device tool: `scripts/gpu-check.sh prepare` here, then run(command="scripts/gpu-check.sh
-# run", carry=[".gpu-debs"]).
+# run", carry=[".gpu-debs"], timeout_s=600). prepare also copies Fashion-MNIST's training set
+# (Debian's dataset-fashion-mnist) into .gpu-debs/fashion-mnist: the benchmark's JPEG row makes
+# its images from it, and the GPU image lacks it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -60,7 +69,13 @@ prepare() {
   grep -qx '/.gpu-debs/' .gitignore 2>/dev/null || log "note: .gpu-debs/ should be git-ignored"
   rm -f "$debs"/*.deb
   (cd "$debs" && apt-get download "${packages[@]}" >/dev/null)
-  log "downloaded $(ls "$debs"/*.deb | wc -l) packages ($(du -sh "$debs" | cut -f1)) into $debs"
+  local fashion=/usr/share/datasets/fashion-mnist
+  [[ -f $fashion/train-images-idx3-ubyte.gz ]] \
+    || { log "no $fashion: install dataset-fashion-mnist (scripts/install-deps.sh)"; return 1; }
+  mkdir -p "$debs/fashion-mnist"
+  cp "$fashion"/train-{images-idx3,labels-idx1}-ubyte.gz "$debs/fashion-mnist/"
+  log "downloaded $(ls "$debs"/*.deb | wc -l) packages, copied Fashion-MNIST's training set" \
+      "($(du -sh "$debs" | cut -f1) in all) into $debs"
 }
 
 unpack() {
@@ -77,6 +92,17 @@ unpack() {
   export PKG_CONFIG_LIBDIR=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig
   unset PKG_CONFIG_PATH
   export PKG_CONFIG_SYSROOT_DIR=$prefix
+  # Debian's libjpeg.pc names /usr/include alone: there jconfig.h's multiarch directory is a
+  # system include directory. Under the sysroot it is not, so jpeglib.h's #include "jconfig.h"
+  # would reach the image's own (Ubuntu's libjpeg-turbo8: JPEG_LIB_VERSION 80) through the system
+  # directories: 8 API headers over our 62 library, an ABI mismatch (the first GPU build broke on
+  # it). Name the prefix's multiarch directory first. jpeg_check verifies what the build read.
+  local pc=$prefix/usr/lib/x86_64-linux-gnu/pkgconfig/libjpeg.pc
+  # shellcheck disable=SC2016  # ${includedir} is pkg-config's variable
+  sed -i 's|^Cflags: -I${includedir}$|Cflags: -I${includedir}/x86_64-linux-gnu -I${includedir}|' "$pc"
+  # shellcheck disable=SC2016
+  grep -q '^Cflags: -I${includedir}/x86_64-linux-gnu ' "$pc" \
+    || { log "$pc: unexpected Cflags: $(grep '^Cflags' "$pc")"; return 1; }
   # The image's own libraries first (its LD_LIBRARY_PATH, say for the driver, then its system
   # directories); the prefix's only fill in what it lacks, for protoc, jq, the linker and the tests.
   export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu$(printf ":$prefix/%s" "${libdirs[@]}")
@@ -117,15 +143,45 @@ closure() {
   return "$missing"
 }
 
+# jpeg_check BUILD_DIR: every object built so far that includes jpeglib.h read the prefix's
+# jconfig.h (ninja's dependency log says which file each object read); status 1 otherwise, or
+# when no such object was built.
+jpeg_check() {
+  local dir=$1 want=$prefix/usr/include/x86_64-linux-gnu/jconfig.h obj got n=0 bad=0
+  local -a objs
+  mapfile -t objs < <(jpeg_objects "$dir")
+  for obj in "${objs[@]}"; do
+    got=$(ninja -C "$dir" -t deps "$obj" 2>/dev/null | grep -E '/jconfig\.h$' | tr -d ' ' || true)
+    [[ -n $got ]] || continue
+    n=$((n + 1))
+    [[ $got == "$want" ]] || { log "$obj read $got, not $want"; bad=1; }
+  done
+  (( n )) || { log "no object that includes jpeglib.h was built in $dir"; return 1; }
+  (( bad )) && return 1
+  log "ok: the $n objects that include jpeglib.h read $want"
+}
+jpeg_objects() {  # the objects of the sources that include jpeglib.h (runtime/data, datasets)
+  ninja -C "$1" -t targets all | sed -n 's/^\([^:]*\/jpeg\(_codec\)\{0,1\}\.cpp\.o\): .*/\1/p'
+}
+
 # check: the package list is whole. A configure (CPU or, with nvcc here, CUDA) that finds nothing
 # under /usr but the compiler (CMAKE_IGNORE_PREFIX_PATH; pkg-config sees the prefix alone), then
-# the closure of every library it links from the prefix and of the programs the build runs.
+# the closure of every library it links from the prefix and of the programs the build runs. And
+# the image's jconfig.h (JPEG_LIB_VERSION 80, found through the system include directories)
+# cannot win over the prefix's: a jconfig.h that is an #error, on an -isystem directory (searched
+# after -I and the targets' own -isystem directories, before /usr/include/x86_64-linux-gnu, where
+# the image's lies), and the objects that include jpeglib.h are compiled.
 check() {
   local dir=/tmp/hpctrain-gpu-check-configure cuda=OFF python=python3 libs
+  local fake=/tmp/hpctrain-gpu-check-image-include
   command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] && cuda=ON
   [[ -x $root/.venv/bin/python ]] && python=$root/.venv/bin/python
-  rm -rf "$dir"
+  rm -rf "$dir" "$fake"
+  mkdir -p "$fake"
+  echo '#error "the image'"'"'s jconfig.h (JPEG_LIB_VERSION 80) was read, not the prefix'"'"'s"' \
+    > "$fake/jconfig.h"
   HPCTRAIN_PYTHON=$python configure "$dir" "$cuda" -DCMAKE_IGNORE_PREFIX_PATH="/usr;/" \
+    -DCMAKE_CXX_FLAGS="-isystem $fake" \
     > "$dir.log" 2>&1 || { tail -n 30 "$dir.log"; log "configure failed: $dir.log"; return 1; }
   grep -q 'torch=none' "$dir.log" \
     && { log "configure found no torch ($python): the runtime (PMIx, gloo) went unchecked"; return 1; }
@@ -135,36 +191,150 @@ check() {
     || { log "the package list lacks the libraries above"; return 1; }
   log "ok: configure ($cuda CUDA, $python) sees only the prefix's packages; the ${#libs[@]}" \
       "libraries it links and protoc, jq and pkgconf need nothing outside them and glibc/GCC"
+  local -a objs
+  mapfile -t objs < <(jpeg_objects "$dir")
+  (( ${#objs[@]} )) || { log "no jpeg objects in $dir/build.ninja"; return 1; }
+  ninja -C "$dir" "${objs[@]}" > "$dir.jpeg.log" 2>&1 \
+    || { tail -n 30 "$dir.jpeg.log"; log "the objects including jpeglib.h did not compile"; return 1; }
+  jpeg_check "$dir"
 }
 
-# step NAME LOG CMD...: CMD's output to the terminal and to $out/LOG; a failure is recorded in
-# failed, and the status returned, but nothing stops: the logs of every step land under $out.
+out_files=(summary.txt build.log ctest.log ctest-LastTest.log gpu-test-logs.tgz bench.md bench.log)
+start=$SECONDS
+budget=${GPU_CHECK_BUDGET_S:-540}
+# note LINE...: one line of $out/summary.txt, written at once (a run cut off keeps what it had).
+note() { printf '%s\n' "$*" >> "$out/summary.txt"; }
+
+# step NAME LOG CMD...: CMD's output to the terminal and appended to $out/LOG; its status and
+# seconds to summary.txt. A failure is recorded in failed, and the status returned, but nothing
+# stops: the logs of every step land under $out.
 failed=()
 step() {
-  local name=$1 file=$out/$2 status
+  local name=$1 file=$out/$2 status t0=$SECONDS
   shift 2
   log "$name: $*"
   set +e
-  "$@" 2>&1 | tee "$file"
+  "$@" 2>&1 | tee -a "$file"
   status=${PIPESTATUS[0]}
   set -e
+  note "$name: status $status, $((SECONDS - t0)) s (at $((SECONDS - start)) s)"
   (( status == 0 )) || { log "$name failed (status $status), log: $file"; failed+=("$name"); }
   return "$status"
+}
+
+# cap FILE: a file over 1 MiB becomes its first 64 KiB and last 960 KiB.
+cap() {
+  local size
+  [[ -f $1 ]] || return 0
+  size=$(stat -c %s "$1")
+  (( size > 1048576 )) || return 0
+  { head -c 65536 "$1"; printf '\n[... %d bytes cut by gpu-check.sh ...]\n' $((size - 1048576))
+    tail -c 983040 "$1"; } > "$1.cap" && mv "$1.cap" "$1"
+}
+
+# keep_test_logs STAMP: the logs the failed gpu tests kept (tests/gpu/gpu_lib.sh's keep_logs,
+# under HPCTRAIN_KEEP_LOGS_DIR), and the rank logs of any test work directory left behind since
+# STAMP (a test killed by ctest's timeout runs no exit trap), into $out/gpu-test-logs.tgz.
+keep_test_logs() {
+  local keep=$HPCTRAIN_KEEP_LOGS_DIR d f
+  while IFS= read -r -d '' d; do
+    mkdir -p "$keep/left-${d##*/}"
+    for f in "$d"/*.log.rank* "$d"/*.toml; do
+      [[ -f $f ]] && cp "$f" "$keep/left-${d##*/}/"
+    done
+  done < <(find /var/tmp -maxdepth 1 -name 'hpctrain-resume.*' -newer "$1" -print0 2>/dev/null)
+  while IFS= read -r -d '' f; do cap "$f"; done < <(find "$keep" -type f -print0)
+  if [[ -n $(ls -A "$keep") ]]; then
+    tar -czf "$out/gpu-test-logs.tgz" -C "${keep%/*}" "${keep##*/}"
+    note "gpu-test-logs.tgz: $(find "$keep" -type f | sed "s|^$keep/||" | tr '\n' ' ')"
+  fi
 }
 
 run() {
   [[ -d $debs ]] || { log "no $debs: run 'scripts/gpu-check.sh prepare' where apt works"; exit 1; }
   nvidia-smi > /dev/null 2>&1 || { log "no GPU (nvidia-smi fails)"; exit 77; }
   mkdir -p "$out"
-  nvidia-smi 2>&1 | tee "$out/nvidia-smi.txt"
-  unpack
-  if step configure configure.log configure build-gpu ON \
-     && step build build.log cmake --build build-gpu -j "$(nproc)"; then
-    step ctest ctest-gpu.log ctest --test-dir build-gpu -L gpu --output-on-failure || true
-    cp build-gpu/Testing/Temporary/LastTest.log "$out/ctest-LastTest.log" 2>/dev/null \
-      || log "no build-gpu/Testing/Temporary/LastTest.log"
-    step bench bench-gpu.md bench/train/gpu.sh build-gpu || true
+  rm -f "${out_files[@]/#/$out/}"
+  note "gpu-check.sh run: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null | cut -c1-100)," \
+       "$(date -u '+%F %T') UTC, $(nproc) cores, budget ${budget} s"
+  nvidia-smi >> "$out/summary.txt" 2>&1
+  local jobs build_ok=
+  jobs=$(nproc)
+  local t0=$SECONDS
+  unpack >> "$out/build.log" 2>&1   # not in step's pipeline: its exports must stay in this shell
+  note "unpack: $((SECONDS - t0)) s"
+  if step configure build.log configure build-gpu ON \
+     && step build build.log cmake --build build-gpu -j "$jobs" --target hpctrain-worker hpctrain-data
+  then
+    build_ok=1
+    step jpeg-headers build.log jpeg_check build-gpu || true
   fi
+  cap "$out/build.log"
+  [[ -n $build_ok ]] || { finish; return; }
+
+  # The JPEG row's data in the background while the gpu tests run (they are small GPU jobs).
+  local jpeg_dir=/tmp/hpctrain-gpu-jpeg jpeg_pid='' rows=${ROWS:-}
+  if [[ -f $debs/fashion-mnist/train-images-idx3-ubyte.gz ]]; then
+    FASHION_DIR=$debs/fashion-mnist PROCS=8 bench/train/jpeg_data.sh build-gpu "$jpeg_dir" \
+      > "$out/bench.log" 2>&1 &
+    jpeg_pid=$!
+  else
+    log "no $debs/fashion-mnist (an older prepare): the benchmark leaves its jpeg row out"
+    note "jpeg data: no $debs/fashion-mnist, jpeg row left out"
+    rows=${rows:-fp16-synthetic fp16-hdf5 bf16-synthetic bf16-hdf5}
+  fi
+
+  export HPCTRAIN_KEEP_LOGS_DIR=/tmp/hpctrain-gpu-test-logs
+  rm -rf "$HPCTRAIN_KEEP_LOGS_DIR"
+  mkdir -p "$HPCTRAIN_KEEP_LOGS_DIR"
+  local stamp=/tmp/hpctrain-gpu-check.stamp
+  touch "$stamp"
+  # Every gpu test is stopped by then (measured: 42 s for the five together).
+  step ctest ctest.log ctest --test-dir build-gpu -L gpu --output-on-failure \
+    --stop-time "$(date -d "+${CTEST_BUDGET_S:-240} sec" +%H:%M:%S)" || true
+  grep -E '^ *[0-9]+/[0-9]+ Test +#' "$out/ctest.log" | sed 's/^ */  /' >> "$out/summary.txt" || true
+  cp build-gpu/Testing/Temporary/LastTest.log "$out/ctest-LastTest.log" 2>/dev/null \
+    || log "no build-gpu/Testing/Temporary/LastTest.log"
+  keep_test_logs "$stamp"
+  cap "$out/ctest.log"
+  cap "$out/ctest-LastTest.log"
+
+  if [[ -n $jpeg_pid ]]; then
+    t0=$SECONDS
+    if wait "$jpeg_pid"; then
+      note "$(tail -n 1 "$out/bench.log") (waited $((SECONDS - t0)) s after the tests)"
+      export JPEG_DIR=$jpeg_dir
+    else
+      note "jpeg data: failed (bench.log); jpeg row left out"
+      failed+=(jpeg-data)
+      rows=${rows:-fp16-synthetic fp16-hdf5 bf16-synthetic bf16-hdf5}
+    fi
+  fi
+  local left=$(( budget - (SECONDS - start) ))
+  if (( left < 60 )); then
+    note "bench: skipped, $left s of the budget left"
+    failed+=(bench-skipped)
+  else
+    # The tables to bench.md, row by row; what the runs print to bench.log; each part's seconds
+    # to summary.txt. timeout signals gpu.sh's whole process group (the worker, the peers).
+    log "bench: bench/train/gpu.sh build-gpu (stopped after $left s)"
+    t0=$SECONDS
+    local status=0
+    TIMES=$out/summary.txt ROWS=$rows timeout -k 10 "$left" bench/train/gpu.sh build-gpu \
+      > "$out/bench.md" 2>> "$out/bench.log" || status=$?
+    note "bench: status $status$( ((status == 124)) && echo ' (stopped at the budget)'), $((SECONDS - t0)) s (at $((SECONDS - start)) s)"
+    (( status == 0 )) || failed+=(bench)
+  fi
+  finish
+}
+
+finish() {
+  local f
+  for f in "$out"/*; do [[ $f == *.tgz ]] || cap "$f"; done
+  note "total: $((SECONDS - start)) s; failed: ${failed[*]:-none}"
+  echo "=== $out/summary.txt"
+  cat "$out/summary.txt"
+  [[ -s $out/bench.md ]] && { echo "=== $out/bench.md"; cat "$out/bench.md"; }
   if (( ${#failed[@]} )); then
     log "FAILED: ${failed[*]}; logs in $out"
     exit 1
@@ -185,5 +355,5 @@ case "${1:-auto}" in
       check
     fi
     ;;
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
