@@ -99,8 +99,16 @@ bool start_decompress(Decompressor& d, unsigned scale_num, JDIMENSION* xoffset, 
     // reproducer tests/fuzz/crashes/progressive-dc-only-crop). Starting two iMCUs further left
     // keeps them out of the box and its one-column margin: a block column is at most one iMCU
     // wide in the output.
-    const JDIMENSION imcu = static_cast<JDIMENSION>(c.max_h_samp_factor) *
-                            static_cast<JDIMENSION>(c.min_DCT_scaled_size);
+#if JPEG_LIB_VERSION >= 70
+    // The 7 and 8 APIs (Ubuntu's libjpeg-turbo8) split the 6.2 API's min_DCT_scaled_size (Debian,
+    // RHEL) into h and v; libjpeg-turbo itself reads h in its place (jpegcomp.h), and a column
+    // is horizontal.
+    const int min_dct_scaled = c.min_DCT_h_scaled_size;
+#else
+    const int min_dct_scaled = c.min_DCT_scaled_size;
+#endif
+    const JDIMENSION imcu =
+        static_cast<JDIMENSION>(c.max_h_samp_factor) * static_cast<JDIMENSION>(min_dct_scaled);
     const JDIMENSION back = std::min<JDIMENSION>(*xoffset, 2 * imcu);
     *xoffset -= back;
     *width += back;
