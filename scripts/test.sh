@@ -2,12 +2,15 @@
 # Builds hpctrain and runs the whole test suite: unit, integration, slurm (a local Slurm cluster
 # this run starts and stops) and gpu (skips itself without CUDA); then the unit tests of the
 # torch-free libraries (launcher, spec, data, dist core, preempt, checkpoint, tensorboard) again
-# under AddressSanitizer and UndefinedBehaviorSanitizer. Installs what is missing first.
+# under AddressSanitizer and UndefinedBehaviorSanitizer; then the JPEG code against libjpeg's 8
+# API, as Ubuntu ships it (scripts/jpeg8-check.sh; the main build has Debian's 6.2 API). Installs
+# what is missing first.
 # The CUDA build (-DHPCTRAIN_CUDA=ON) is compiled wherever nvcc is found (CUDACXX, PATH, then
 # $CUDA_HOME/bin, default /usr/local/cuda/bin), so the GPU code compiles in CI even without a GPU;
 # with CI=true a missing nvcc is an error, elsewhere it is a CPU build.
 #   HPCTRAIN_BUILD_DIR   build directory (default: build)
 #   HPCTRAIN_SANITIZE=0  skip the sanitizer pass
+#   HPCTRAIN_JPEG8=0     skip the libjpeg 8 API build (build-jpeg8)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -74,6 +77,15 @@ if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit || {
     status=$?
     failed_tests_tail build-asan
+    exit "$status"
+  }
+fi
+
+if [[ ${HPCTRAIN_JPEG8:-1} != 0 ]]; then
+  step "JPEG code against the libjpeg 8 API (build-jpeg8)"
+  scripts/jpeg8-check.sh || {
+    status=$?
+    failed_tests_tail "${HPCTRAIN_JPEG8_BUILD_DIR:-build-jpeg8}"
     exit "$status"
   }
 fi
