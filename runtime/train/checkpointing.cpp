@@ -19,6 +19,7 @@
 #include "common/run_layout.hpp"
 #include "model/weights.hpp"
 #include "spec/spec.hpp"
+#include "train/restore.hpp"
 
 namespace hpctrain::train {
 namespace {
@@ -275,12 +276,15 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
     model::StateDict own = model::state_dict(state.model);
     for (const auto& item : own) {
       const at::Tensor* saved = weights.find(item.key());
-      if (!saved || saved->sizes() != item.value().sizes()) {
-        HPCTRAIN_THROW(rt::Error, "model.pt of step " + std::to_string(step) + " lacks " +
-                                      item.key() + " or has another shape");
+      if (!saved) {
+        HPCTRAIN_THROW(rt::Error,
+                       "model.pt of step " + std::to_string(step) + " lacks " + item.key());
       }
       const bool parameter = parameter_names.count(item.key()) > 0;
-      if (restoring(parameter ? "model.parameters" : "model.buffers")) item.value().copy_(*saved);
+      if (restoring(parameter ? "model.parameters" : "model.buffers")) {
+        restore_into(item.value(), *saved,
+                     "model.pt of step " + std::to_string(step) + ": " + item.key());
+      }
     }
     std::vector<std::pair<std::string, at::Tensor>> entries;
     for (const auto& item : opt) {

@@ -7,10 +7,13 @@
 #include <cmath>
 
 #include "common/error.hpp"
+#include "train/restore.hpp"
 
 namespace hpctrain::train {
 
-FusedStep::FusedStep(torch::optim::Optimizer& optimizer) : optimizer_(optimizer) {
+FusedStep::FusedStep(torch::optim::Optimizer& optimizer, const NamedParams& params)
+    : optimizer_(optimizer) {
+  for (const auto& [name, p] : params) names_[p.unsafeGetTensorImpl()] = name;
   adamw_ = dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr;
   if (!adamw_ && dynamic_cast<torch::optim::SGD*>(&optimizer) == nullptr) {
     HPCTRAIN_THROW(rt::Error, "the fused optimizer step knows SGD and AdamW only");
@@ -29,6 +32,7 @@ at::Tensor& FusedStep::step_tensor(const at::Tensor& param) {
 
 void FusedStep::reload_state() {
   steps_.clear();
+  checked_ = false;
   if (!adamw_) return;
   for (auto& group : optimizer_.param_groups()) {
     for (auto& p : group.params()) {
@@ -86,6 +90,23 @@ void FusedStep::step(const at::Tensor& found_inf) {
       }
     }
     if (params.empty()) continue;
+    if (!checked_) {
+      std::vector<std::string> names;
+      for (const auto& p : params) {
+        auto it = names_.find(p.unsafeGetTensorImpl());
+        names.push_back(it != names_.end() ? it->second
+                                           : "parameter " + std::to_string(names.size()));
+      }
+      if (adamw_) {
+        check_fused_inputs({params, grads, exp_avgs, exp_avg_sqs},
+                           {"parameter", "gradient", "exp_avg", "exp_avg_sq"}, names);
+      } else if (!bufs.empty()) {
+        check_fused_inputs({params, grads, bufs}, {"parameter", "gradient", "momentum_buffer"},
+                           names);
+      } else {
+        check_fused_inputs({params, grads}, {"parameter", "gradient"}, names);
+      }
+    }
     if (adamw_) {
       const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
       // As torch.optim's fused path: the counts advance before the kernel, which reads them,
@@ -106,6 +127,7 @@ void FusedStep::step(const at::Tensor& found_inf) {
                       /*grad_scale=*/std::nullopt, inf);
     }
   }
+  checked_ = true;
 }
 
 void clip_grad_norm_on_device(const std::vector<at::Tensor>& params, double max_norm) {

@@ -7,6 +7,11 @@
 // the optimizer's state (before a checkpoint is captured), reload_state() reads them back (after
 // one is restored).
 //
+// The first step after construction or reload_state() checks what torch's CUDA kernels require
+// of their inputs (train/restore.hpp, check_fused_inputs: each gradient and state tensor laid out
+// as its parameter) on every device, so a restored state in the wrong layout is an error naming
+// the tensor, on the CPU too, whose kernels would compute wrong updates without a word.
+//
 // The update rules are torch.optim's: SGD with momentum, dampening 0, Nesterov and weight decay;
 // AdamW. SGD's momentum buffer starts at zero instead of a copy of the first gradient, which
 // gives the same buffer after the first step (0 * momentum + gradient); a skipped first step
@@ -17,14 +22,19 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
+#include <map>
+#include <string>
 #include <vector>
+
+#include "train/optimizer.hpp"
 
 namespace hpctrain::train {
 
 class FusedStep {
  public:
-  // `optimizer`: an SGD or AdamW from make_optimizer(); throws rt::Error for another.
-  explicit FusedStep(torch::optim::Optimizer& optimizer);
+  // `optimizer`: an SGD or AdamW from make_optimizer(); throws rt::Error for another. `params`:
+  // the parameters by name, for errors (unnamed ones are called by their position).
+  explicit FusedStep(torch::optim::Optimizer& optimizer, const NamedParams& params = {});
 
   // One step over the parameters with a gradient. found_inf: undefined, or a one-element float32
   // tensor on the parameters' device holding 0 (step) or 1 (skip: parameters and state stay).
@@ -36,6 +46,8 @@ class FusedStep {
  private:
   torch::optim::Optimizer& optimizer_;
   bool adamw_ = false;
+  bool checked_ = false;                      // the inputs' layout, once after each (re)load
+  std::map<const void*, std::string> names_;  // by TensorImpl
   // AdamW: the step count of each parameter (by TensorImpl, as the optimizer's state is keyed).
   std::vector<std::pair<void*, at::Tensor>> steps_;
   at::Tensor& step_tensor(const at::Tensor& param);

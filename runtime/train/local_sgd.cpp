@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "spec/spec.hpp"
+#include "train/restore.hpp"
 
 namespace hpctrain::train {
 
@@ -113,11 +114,7 @@ void LocalSgd::load_state(const NamedTensors& state, const std::vector<std::stri
     if (it == entries.end()) return {};
     at::Tensor t = it->second;
     entries.erase(it);
-    if (t.sizes() != like.sizes()) {
-      HPCTRAIN_THROW(rt::Error, "local SGD state " + key + " has shape " + c10::str(t.sizes()) +
-                                    ", the parameter " + c10::str(like.sizes()));
-    }
-    return t.to(like.options()).clone();
+    return restored_like(t, like, "local SGD state " + key);
   };
   if (auto it = entries.find("local_steps"); it != entries.end()) {
     if (!skipped("local_steps")) local_steps_ = it->second.item<int64_t>();

@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "spec/spec.hpp"
+#include "train/restore.hpp"
 
 namespace hpctrain::train {
 namespace {
@@ -99,11 +100,8 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const NamedParams&
     if (it == entries.end()) return {};
     at::Tensor t = it->second;
     entries.erase(it);
-    if (like.defined() && t.sizes() != like.sizes()) {
-      HPCTRAIN_THROW(rt::Error, "optimizer state " + key + " has shape " + c10::str(t.sizes()) +
-                                    ", the parameter " + c10::str(like.sizes()));
-    }
-    return like.defined() ? t.to(like.options()).clone() : t;
+    // The parameter's whole layout (channels_last strides included): the fused kernels need it.
+    return like.defined() ? restored_like(t, like, "optimizer state " + key) : t;
   };
   optimizer.state().clear();
   for (const auto& [name, p] : params) {

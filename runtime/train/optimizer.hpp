@@ -34,8 +34,9 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr);
 // tensors are the optimizer's own (the caller copies them to save).
 std::vector<std::pair<std::string, at::Tensor>> optimizer_state(
     const torch::optim::Optimizer& optimizer, const NamedParams& params);
-// Puts state written by optimizer_state() back (copies into fresh tensors on each parameter's
-// device). Throws rt::Error naming an entry of the wrong shape or a parameter it does not know.
+// Puts state written by optimizer_state() back: copies into fresh tensors laid out as each
+// parameter (device, dtype, sizes and strides: train/restore.hpp). Throws rt::Error naming an
+// entry of the wrong shape or a parameter it does not know.
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const NamedParams& params,
                           const std::vector<std::pair<std::string, at::Tensor>>& state);
 

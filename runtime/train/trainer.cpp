@@ -351,7 +351,7 @@ class Trainer {
     resumed_ = checkpointer_->restore(*state_);
     if (resumed_) resume_from(*resumed_);
     progress::begin_training(step_);
-    if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_);  // after the restore
+    if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_, named_);  // after restore
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
     if (comm_.rank() == 0 && options_.out) {
       *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "

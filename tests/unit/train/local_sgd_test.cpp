@@ -155,6 +155,24 @@ TEST(LocalSgd, ItsStateComesBackAndAStrangeEntryIsRefusedByName) {
   });
 }
 
+// The anchor and outer momentum come back laid out as their parameters (channels_last here), not
+// as the checkpoint file holds them (contiguous).
+TEST(LocalSgd, RestoredStateTakesItsParametersLayout) {
+  test::on_gloo_ranks(1, [&](GlooCommunicator& comm) {
+    at::Tensor w =
+        torch::zeros({2, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_(true);
+    LocalSgd sgd(
+        {{"w", w}}, {}, comm,
+        {/*every_steps=*/2, /*warmup_steps=*/0, spec::OuterOptimizer::kNesterov, 0.7, 0.9});
+    sgd.load_state({{"local_steps", at::scalar_tensor(1, at::kLong)},
+                    {"anchor.w", torch::ones({2, 3, 2, 2})},
+                    {"momentum.w", torch::ones({2, 3, 2, 2})}});
+    for (const auto& [name, t] : sgd.state()) {
+      if (t.dim() > 0) EXPECT_EQ(t.strides(), w.strides()) << name;
+    }
+  });
+}
+
 TEST(LocalSgd, AverageStateTakesTheMeanOfFloatsAndTheFirstOfIntegers) {
   const NamedTensors a = {{"w", torch::full({2}, 1.0f)}, {"n", torch::full({1}, 3, torch::kLong)}};
   const NamedTensors b = {{"w", torch::full({2}, 2.0f)}, {"n", torch::full({1}, 3, torch::kLong)}};

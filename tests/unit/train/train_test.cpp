@@ -5,6 +5,10 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.hpp"
 #include "data/loader.hpp"
@@ -17,6 +21,7 @@
 #include "train/fused_step.hpp"
 #include "train/grad_scaler.hpp"
 #include "train/optimizer.hpp"
+#include "train/restore.hpp"
 #include "train/schedule.hpp"
 
 namespace hpctrain::train {
@@ -209,7 +214,7 @@ void expect_fused_matches(spec::Optimizer name, bool nesterov) {
   at::Tensor rw, rb, fw, fb;
   auto reference = make(rw, rb);
   auto fused_opt = make(fw, fb);
-  FusedStep fused(*fused_opt);
+  FusedStep fused(*fused_opt, {{"w", fw}, {"b", fb}});
   const at::Tensor clean = torch::zeros({1}), skip = torch::ones({1});
   for (int step = 0; step < 5; ++step) {
     const at::Tensor gw = torch::randn({4, 3, 2, 2}), gb = torch::randn({4});
@@ -241,13 +246,37 @@ void expect_fused_matches(spec::Optimizer name, bool nesterov) {
         torch::allclose(got[i].second.to(at::kDouble), want[i].second.to(at::kDouble), 1e-5, 1e-6))
         << want[i].first << ": " << got[i].second << " vs " << want[i].second;
   }
-  // A checkpoint's state put back: the device step counts follow it.
-  load_optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}}, want);
+  // A checkpoint's state put back as a file gives it (contiguous CPU tensors, the parameters
+  // channels_last): every state tensor takes its parameter's layout, the device step counts
+  // follow, and the next steps match the optimizer that never stopped. With the file's layout
+  // kept, torch's fused CPU kernels compute other updates without a word (the CUDA ones refuse).
+  std::vector<std::pair<std::string, at::Tensor>> from_file;
+  for (const auto& [name, t] : optimizer_state(*reference, {{"w", rw}, {"b", rb}})) {
+    from_file.emplace_back(name, t.contiguous().clone());
+  }
+  load_optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}}, from_file);
   fused.reload_state();
+  const auto restored = optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}});
+  for (const auto& [name, t] : restored) {
+    if (t.dim() == 0) continue;  // AdamW's step
+    const at::Tensor& param = name.rfind("w.", 0) == 0 ? fw : fb;
+    EXPECT_EQ(t.strides(), param.strides()) << name << " restored with the file's layout";
+  }
   fused.flush_state();
   const auto reloaded = optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}});
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_TRUE(torch::equal(reloaded[i].second, want[i].second)) << want[i].first;
+  }
+  for (int step = 5; step < 8; ++step) {
+    const at::Tensor gw = torch::randn({4, 3, 2, 2}), gb = torch::randn({4});
+    rw.mutable_grad() = gw.clone();
+    rb.mutable_grad() = gb.clone();
+    fw.mutable_grad() = gw.clone().contiguous(at::MemoryFormat::ChannelsLast);
+    fb.mutable_grad() = gb.clone();
+    reference->step();
+    fused.step(at::Tensor());
+    EXPECT_TRUE(torch::allclose(fw, rw, 1e-5, 1e-6)) << "step " << step << " after the restore";
+    EXPECT_TRUE(torch::allclose(fb, rb, 1e-5, 1e-6)) << "step " << step << " after the restore";
   }
 }
 
@@ -258,6 +287,92 @@ TEST(FusedStep, SgdMatchesThePerParameterOptimizerAndSkipsOnInf) {
 
 TEST(FusedStep, AdamWMatchesThePerParameterOptimizerAndSkipsOnInf) {
   expect_fused_matches(spec::Optimizer::kAdamW, /*nesterov=*/false);
+}
+
+// What torch's CUDA kernels refuse, the step refuses on every device, naming the tensor: a state
+// tensor laid out unlike its parameter (here a contiguous momentum buffer of a channels_last
+// weight, as a restore that kept the file's layout made), a gradient of another dtype. Checked
+// once after each (re)load: the step runs once the state is right.
+TEST(FusedStep, AStateTensorLaidOutUnlikeItsParameterIsAnErrorNamingIt) {
+  spec::Spec s;
+  s.train.optimizer.momentum = 0.9;
+  const at::Tensor w =
+      torch::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+  const at::Tensor b = torch::randn({4}).requires_grad_();
+  auto optimizer = make_optimizer(s, {{"conv.weight", w}, {"conv.bias", b}}, /*lr=*/0.1);
+  {
+    auto state = std::make_unique<torch::optim::SGDParamState>();
+    state->momentum_buffer(torch::zeros({4, 3, 2, 2}));  // contiguous
+    optimizer->state()[w.unsafeGetTensorImpl()] = std::move(state);
+  }
+  FusedStep fused(*optimizer, {{"conv.weight", w}, {"conv.bias", b}});
+  w.mutable_grad() = torch::ones({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast);
+  b.mutable_grad() = torch::ones({4});
+  const at::Tensor before = w.detach().clone();
+  try {
+    fused.step(at::Tensor());
+    FAIL() << "a contiguous momentum buffer of a channels_last weight was accepted";
+  } catch (const rt::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("momentum_buffer of conv.weight"), std::string::npos) << what;
+    EXPECT_NE(what.find("strides"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(torch::equal(w, before)) << "the refused step changed the weight";
+  // Put right by a restore (which lays the buffer out as its parameter): the step runs.
+  load_optimizer_state(*optimizer, {{"conv.weight", w}, {"conv.bias", b}},
+                       {{"conv.weight.momentum_buffer", torch::zeros({4, 3, 2, 2})},
+                        {"conv.bias.momentum_buffer", torch::zeros({4})}});
+  fused.reload_state();
+  EXPECT_NO_THROW(fused.step(at::Tensor()));
+  EXPECT_FALSE(torch::equal(w, before));
+  // A gradient of another dtype than the parameters'.
+  w.mutable_grad() =
+      torch::ones({4, 3, 2, 2}, torch::kDouble).contiguous(at::MemoryFormat::ChannelsLast);
+  fused.reload_state();
+  try {
+    fused.step(at::Tensor());
+    FAIL() << "a double gradient of a float parameter was accepted";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient of conv.weight"), std::string::npos) << e.what();
+  }
+}
+
+// Every restore lays the saved values out as the live tensor: optimizer state and local SGD's
+// anchor and outer momentum as their parameters, a model tensor restored in place keeps its own.
+TEST(Restore, RestoredTensorsTakeTheLiveTensorsDeviceDtypeSizesAndStrides) {
+  const at::Tensor live = torch::randn({2, 3, 4, 4}).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor saved = torch::randn({2, 3, 4, 4}, torch::kDouble);  // contiguous, double
+  const at::Tensor t = restored_like(saved, live, "x");
+  EXPECT_EQ(t.strides(), live.strides());
+  EXPECT_EQ(t.scalar_type(), at::kFloat);
+  EXPECT_TRUE(torch::allclose(t.to(at::kDouble), saved, 1e-6, 1e-6));
+  EXPECT_NE(t.data_ptr(), live.data_ptr());
+  at::Tensor in_place = live.clone();
+  restore_into(in_place, saved, "x");
+  EXPECT_EQ(in_place.strides(), live.strides());
+  EXPECT_TRUE(torch::allclose(in_place.to(at::kDouble), saved, 1e-6, 1e-6));
+  try {
+    restored_like(torch::zeros({2, 3}), live, "optimizer state layer1.weight.momentum_buffer");
+    FAIL() << "another shape was accepted";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer1.weight.momentum_buffer has shape [2, 3]"),
+              std::string::npos)
+        << e.what();
+  }
+  // AdamW's moments, from a file.
+  spec::Spec s;
+  s.train.optimizer.name = spec::Optimizer::kAdamW;
+  s.train.optimizer.betas = {0.9, 0.999};
+  const at::Tensor w =
+      torch::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+  auto adamw = make_optimizer(s, {{"w", w}}, 0.1);
+  load_optimizer_state(*adamw, {{"w", w}},
+                       {{"w.step", at::scalar_tensor(3, at::kLong)},
+                        {"w.exp_avg", torch::ones({4, 3, 2, 2})},
+                        {"w.exp_avg_sq", torch::ones({4, 3, 2, 2})}});
+  for (const auto& [name, t] : optimizer_state(*adamw, {{"w", w}})) {
+    if (t.dim() > 0) EXPECT_EQ(t.strides(), w.strides()) << name;
+  }
 }
 
 TEST(FusedStep, ClipOnDeviceMatchesClipGradNorm) {
