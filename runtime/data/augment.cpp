@@ -147,30 +147,40 @@ void resample_kernel(const uint8_t* src, int64_t w, int64_t c, const ResampleBox
   }
 }
 
+// torchvision's center_crop offset for a side `excess` pixels longer than the crop:
+// int(round(excess / 2.0)), and Python rounds halves to even (excess 3 starts at 2, 7 at 4, 5 at
+// 2), where floor division would start at 1, 3 and 2.
+int64_t center_offset(int64_t excess) {
+  const int64_t half = excess / 2;
+  return half + (excess & half & 1);
+}
+
 }  // namespace
 
 PixelBox random_resized_crop_box(int64_t h, int64_t w, const TransformConfig& config,
                                  SplitMix64& rng) {
   // torchvision's RandomResizedCrop.get_params: 10 tries at a random area and log-uniform
-  // aspect ratio, then a center crop clamped to the ratio range.
+  // aspect ratio, then a center crop clamped to the ratio range. Its round() is Python's, halves
+  // to even: std::nearbyint in the default rounding mode.
   const double area = static_cast<double>(h * w);
   const double log_lo = std::log(config.min_ratio), log_hi = std::log(config.max_ratio);
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double target = area * rng.uniform(config.min_scale, config.max_scale);
     const double ratio = std::exp(rng.uniform(log_lo, log_hi));
-    const auto cw = static_cast<int64_t>(std::lround(std::sqrt(target * ratio)));
-    const auto ch = static_cast<int64_t>(std::lround(std::sqrt(target / ratio)));
+    const auto cw = static_cast<int64_t>(std::nearbyint(std::sqrt(target * ratio)));
+    const auto ch = static_cast<int64_t>(std::nearbyint(std::sqrt(target / ratio)));
     if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
       const int64_t top = rng.between(0, h - ch);
       return {top, rng.between(0, w - cw), ch, cw};
     }
   }
+  // The fallback's offsets are floor divisions in torchvision too.
   const double in_ratio = static_cast<double>(w) / static_cast<double>(h);
   int64_t cw = w, ch = h;
   if (in_ratio < config.min_ratio) {
-    ch = std::lround(static_cast<double>(w) / config.min_ratio);
+    ch = static_cast<int64_t>(std::nearbyint(static_cast<double>(w) / config.min_ratio));
   } else if (in_ratio > config.max_ratio) {
-    cw = std::lround(static_cast<double>(h) * config.max_ratio);
+    cw = static_cast<int64_t>(std::nearbyint(static_cast<double>(h) * config.max_ratio));
   }
   return {(h - ch) / 2, (w - cw) / 2, ch, cw};
 }
@@ -182,7 +192,7 @@ PixelBox center_crop_box(int64_t h, int64_t w, int64_t out_h, int64_t out_w,
   const auto crop = downscale ? std::max<int64_t>(1, std::lround(static_cast<double>(side) *
                                                                  config.center_crop_fraction))
                               : side;
-  return {(h - crop) / 2, (w - crop) / 2, crop, crop};
+  return {center_offset(h - crop), center_offset(w - crop), crop, crop};
 }
 
 Transform::Transform(const TransformConfig& config, const DatasetInfo& info)

@@ -53,7 +53,10 @@ PixelBox random_resized_crop_box(int64_t h, int64_t w, const TransformConfig& co
 // The evaluation crop: a centered square of the shorter side, center_crop_fraction of it when the
 // image is larger than the output or `fraction_always` (torchvision's Resize(256) +
 // CenterCrop(224), which the JPEG path follows for every image; the raw path keeps a small
-// image's whole shorter side).
+// image's whole shorter side). The offsets are torchvision's center_crop's, int(round((h - crop) /
+// 2.0)) with Python's halves to even (a difference of 3 starts at 2, of 7 at 4), so the box is
+// torchvision's CenterCrop exactly wherever no resize comes first (docs/dataset-format.md says
+// where a Resize + CenterCrop can only be approximated).
 PixelBox center_crop_box(int64_t h, int64_t w, int64_t out_h, int64_t out_w,
                          const TransformConfig& config, bool fraction_always);
 

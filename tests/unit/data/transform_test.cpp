@@ -2,10 +2,12 @@
 // pure function of (seed, epoch, sample index) producing what its geometry says.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.hpp"
 #include "data/augment.hpp"
+#include "data/rng.hpp"
 #include "test_util.hpp"
 
 namespace hpctrain::data {
@@ -138,6 +140,63 @@ TEST(Transform, EvalResizeIsCenteredAndSeedFree) {
   // 0.875 of 48 = 42 columns starting at 3: the first output column samples near x = 3.4.
   EXPECT_NEAR(a[0], 5 * 3.375, 1.0);
   EXPECT_NEAR(a[23], 5 * 43.625, 1.0);
+}
+
+// torchvision's center_crop starts at int(round(excess / 2.0)), Python rounding halves to even:
+// for excess 0..8 (checked with torchvision 0.26's F.center_crop). Floor division gives 1 for 3
+// and 3 for 7; rounding halves up gives 1 for 1 and 3 for 5.
+TEST(CenterCropBox, OffsetsRoundHalvesToEvenLikeTorchvision) {
+  const int64_t torchvision[] = {0, 0, 1, 2, 2, 2, 3, 4, 4};
+  const TransformConfig cfg;
+  for (int64_t excess = 0; excess <= 8; ++excess) {
+    // The whole shorter side (10) when the output is not smaller: only the offset is rounded.
+    const PixelBox tall = center_crop_box(10 + excess, 10, 10, 10, cfg, false);
+    EXPECT_EQ(tall.top, torchvision[excess]) << "height excess " << excess;
+    EXPECT_EQ(tall.left, 0);
+    EXPECT_EQ(tall.height, 10);
+    const PixelBox wide = center_crop_box(10, 10 + excess, 10, 10, cfg, false);
+    EXPECT_EQ(wide.left, torchvision[excess]) << "width excess " << excess;
+    // The JPEG path's Resize(256) + CenterCrop(224) where the shorter side is 256: the crop is
+    // 224 at torchvision's offsets in both directions.
+    const PixelBox jpeg = center_crop_box(256, 256 + excess, 224, 224, cfg, true);
+    EXPECT_EQ(jpeg.height, 224);
+    EXPECT_EQ(jpeg.top, 16);
+    EXPECT_EQ(jpeg.left, 16 + torchvision[excess]) << "JPEG rule, width excess " << excess;
+    EXPECT_EQ(center_crop_box(256 + excess, 256, 224, 224, cfg, true).top,
+              16 + torchvision[excess]);
+  }
+}
+
+// Kolmogorov-Smirnov D * sqrt(n) of samples against the uniform distribution on [lo, hi].
+double ks_uniform(std::vector<double> x, double lo, double hi) {
+  std::sort(x.begin(), x.end());
+  const auto n = static_cast<double>(x.size());
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double f = (x[i] - lo) / (hi - lo);
+    d = std::max({d, (static_cast<double>(i) + 1) / n - f, f - static_cast<double>(i) / n});
+  }
+  return d * std::sqrt(n);
+}
+
+// torchvision draws the aspect ratio log-uniformly and the area uniformly. With scale 0.08-0.5 on
+// a large image every try fits, so the boxes show both distributions undistorted: KS D * sqrt(n)
+// below 1.95 (p = 0.001) for 4000 draws; a ratio drawn uniformly gives about 4.5.
+// crop_geometry_check.py compares with torchvision's own draws.
+TEST(RandomResizedCropBox, LogRatioAndAreaAreUniform) {
+  TransformConfig cfg;
+  cfg.max_scale = 0.5;
+  const int64_t h = 3000, w = 4000;
+  std::vector<double> log_ratio, area;
+  for (uint64_t i = 0; i < 4000; ++i) {
+    SplitMix64 rng(derive_key(11, 0, i, kAugmentDomain));
+    const PixelBox b = random_resized_crop_box(h, w, cfg, rng);
+    ASSERT_TRUE(b.top >= 0 && b.left >= 0 && b.top + b.height <= h && b.left + b.width <= w);
+    log_ratio.push_back(std::log(static_cast<double>(b.width) / static_cast<double>(b.height)));
+    area.push_back(static_cast<double>(b.height * b.width) / static_cast<double>(h * w));
+  }
+  EXPECT_LT(ks_uniform(log_ratio, std::log(cfg.min_ratio), std::log(cfg.max_ratio)), 1.95);
+  EXPECT_LT(ks_uniform(area, cfg.min_scale, cfg.max_scale), 1.95);
 }
 
 TEST(Transform, RejectsImpossibleConfigs) {
