@@ -32,6 +32,8 @@ x.jpg, a JPEG cut short, a grayscale JPEG, an RGB PNG, an Adobe CMYK JPEG and a 
    labels follow the class list; an image without a label line, a label line without an image,
    and an unknown class are errors that name them.
 7. inspect --full passes on every shard written.
+8. each shard's mean/std attributes (per channel, [0, 1] scale) are within 0.01 of those of every
+   pixel PIL decodes from the shard's stored JPEGs (the converter samples pixels).
 Exit 1 when a check fails; prints the measured figures either way.
 """
 import argparse
@@ -52,6 +54,8 @@ import numpy as np
 from PIL import Image
 
 MAX_SIDE = 600
+# mean/std attributes against all the decoded pixels of a shard (of 1, on the [0, 1] scale).
+STATS_TOLERANCE = 0.01
 # A re-encoded image may lose this much more (mean |diff|, of 255) than PIL's own encoder at the
 # same quality loses on the same reference pixels.
 PIXEL_MARGIN = 0.5
@@ -268,6 +272,22 @@ def check_round_trip(checks, tool, root, kinds, out, figures):
         checks.expect(int(a.get("shard_index", -1)) == k and int(a.get("num_shards", -1)) == 3,
                       f"{name}: shard_index {a.get('shard_index')} num_shards "
                       f"{a.get('num_shards')}")
+    # mean/std (root attributes, [0, 1] scale, per channel) are the shard's decoded pixels': the
+    # converter samples them (1/8-scale decodes, every 16th pixel), so within STATS_TOLERANCE of
+    # PIL's decode of every stored pixel of the shard.
+    for k, (f, a) in enumerate(zip(files, attrs)):
+        pix = np.concatenate([
+            np.asarray(Image.open(io.BytesIO(smp["bytes"])).convert("RGB"),
+                       dtype=np.float64).reshape(-1, 3) / 255.0
+            for smp in samples if smp["where"].startswith(f.name + " ")])
+        want_mean, want_std = pix.mean(axis=0), pix.std(axis=0)
+        got_mean = np.asarray(a.get("mean", [np.nan] * 3), dtype=np.float64)
+        got_std = np.asarray(a.get("std", [np.nan] * 3), dtype=np.float64)
+        err = max(np.max(np.abs(got_mean - want_mean)), np.max(np.abs(got_std - want_std)))
+        figures.append(f"{f.name}: mean/std within {err:.4f} of the decoded pixels'")
+        checks.expect(got_mean.shape == (3,) and got_std.shape == (3,) and err <= STATS_TOLERANCE,
+                      f"{f.name}: mean {got_mean} std {got_std}, the decoded pixels' "
+                      f"{want_mean.round(4)} / {want_std.round(4)}")
     # Each sample against its source, in sorted order.
     for (path, label), smp in zip(kept, samples):
         where = f"{smp['where']} ({path.name})"
