@@ -248,17 +248,6 @@ struct Heartbeat::State {
     hung("rank 0 reports: " + message, named);
   }
 
-  // The hang timeout now: the option, or 10 times rank 0's median step time (at least the floor).
-  std::chrono::milliseconds hang_limit() const {
-    if (o.hang_timeout.count() > 0) return o.hang_timeout;
-    if (step_seconds.empty()) return o.hang_floor;
-    std::vector<double> sorted = step_seconds;
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-    const auto ten =
-        std::chrono::milliseconds(static_cast<int64_t>(10000 * sorted[sorted.size() / 2]));
-    return std::max(o.hang_floor, ten);
-  }
-
   // Rank 0: reads every rank's progress; when one has not moved past its limit, names the ranks
   // furthest behind and ends the job (hung()).
   void watch_progress() {
@@ -298,21 +287,16 @@ struct Heartbeat::State {
       seen_step = step;
       seen_step_at = now;
     }
-    const auto limit = hang_limit();
+    const auto limit = hang_limit(o, step_seconds);
     std::chrono::milliseconds longest{0};
     for (int r = 0; r < o.world_size; ++r) {
       const auto& s = where[static_cast<size_t>(r)];
-      // Not watched: start-up, the first step of the process (NCCL's communicators are made in
-      // its first collective, cuDNN tunes its kernels: minutes on a large job), finishing.
-      if (!s || s->phase == progress::Phase::kStarting || s->phase == progress::Phase::kFinishing ||
-          s->step <= s->first) {
-        continue;
-      }
+      if (!s) continue;
+      const auto allowed = hang_allowance(*s, limit, o);
+      if (!allowed) continue;
       const auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
           now - progressed[static_cast<size_t>(r)]);
-      const auto allowed =
-          s->phase == progress::Phase::kCheckpoint ? std::max(limit, o.checkpoint_timeout) : limit;
-      if (still >= allowed) longest = std::max(longest, still);
+      if (still >= *allowed) longest = std::max(longest, still);
     }
     if (longest.count() == 0) return;
     // The ranks the others wait for: the lowest step, then the earliest phase of it.
@@ -404,6 +388,30 @@ struct Heartbeat::State {
     returned();
   }
 };
+
+std::chrono::milliseconds hang_limit(const HeartbeatOptions& o,
+                                     const std::vector<double>& step_seconds) {
+  if (o.hang_timeout.count() > 0) return o.hang_timeout;
+  if (step_seconds.empty()) return o.hang_floor;
+  std::vector<double> sorted = step_seconds;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const auto ten =
+      std::chrono::milliseconds(static_cast<int64_t>(10000 * sorted[sorted.size() / 2]));
+  return std::max(o.hang_floor, ten);
+}
+
+std::optional<std::chrono::milliseconds> hang_allowance(const progress::Snapshot& s,
+                                                        std::chrono::milliseconds limit,
+                                                        const HeartbeatOptions& o) {
+  // Not watched: start-up, the first step of the process (NCCL's communicators are made in its
+  // first collective, cuDNN tunes its kernels: minutes on a large job), finishing.
+  if (s.phase == progress::Phase::kStarting || s.phase == progress::Phase::kFinishing ||
+      s.step <= s.first) {
+    return std::nullopt;
+  }
+  // A save may take as long as its commit may: the larger of the two, whichever is set lower.
+  return s.phase == progress::Phase::kCheckpoint ? std::max(limit, o.checkpoint_timeout) : limit;
+}
 
 Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions options)
     : state_(std::make_shared<State>()) {

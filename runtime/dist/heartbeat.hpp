@@ -21,10 +21,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <c10/util/intrusive_ptr.h>
+
+#include "common/progress.hpp"
 
 namespace c10d {
 class Store;
@@ -52,6 +55,19 @@ struct HeartbeatOptions {
   // heartbeat's thread; an exception is reported and otherwise ignored.
   std::function<void(const std::vector<int>& named, const std::string& message)> on_hang;
 };
+
+// The hang timeout in force: hang_timeout when set, else 10 times the median of `step_seconds`
+// (rank 0's seconds per step so far), at least hang_floor (the floor alone before any step).
+std::chrono::milliseconds hang_limit(const HeartbeatOptions& o,
+                                     const std::vector<double>& step_seconds);
+
+// How long a rank where `s` says may make no progress before it is hung: `limit` (hang_limit()),
+// in a checkpoint the larger of it and checkpoint_timeout (a save slower than the hang timeout but
+// within the commit timeout is no hang); nullopt where nothing is watched (start-up, the first
+// step of the process, finishing).
+std::optional<std::chrono::milliseconds> hang_allowance(const progress::Snapshot& s,
+                                                        std::chrono::milliseconds limit,
+                                                        const HeartbeatOptions& o);
 
 class Heartbeat {
  public:

@@ -10,6 +10,8 @@
 #              peers alive and waiting: it is named "in all-reduce bucket 0"
 #   none       no stall, a hang timeout of 2 s: a run whose steps are faster than that finishes
 #              with 0 on every rank (the watchdog neither fires between steps nor at the end)
+#   slow_save  rank 1's checkpoint takes twice the hang timeout, within the commit timeout: no
+#              hang (a checkpoint gets the larger of the two)
 #   hang.sh WORKER
 source "$(dirname "$0")/resume_lib.sh" "$1"
 timeout_s=4
@@ -85,6 +87,19 @@ finish
 [[ $statuses == "0 0 0" ]] || fail "none: exited '$statuses', expected '0 0 0'"
 ! grep -q 'hang:' "$work"/none.log.rank* || fail "none: a hang was reported"
 echo "none: no stall, hang_timeout_s = 2: all 3 ranks finished with 0"
+
+# A save slower than the hang timeout but within checkpoint.commit_timeout_s is no hang: rank 1's
+# checkpoint of step 5 takes 8 s (the others wait for it in the save's agreement) against a 4 s
+# hang timeout and a 20 s commit timeout; the run finishes with 0 on every rank.
+timeout_s=4
+hang_spec slow_save
+sed -i 's/^every_steps = 5$/every_steps = 5\ncommit_timeout_s = 20/' "$work/slow_save.toml"
+HPCTRAIN_TEST_STALL="1:5:checkpoint:8" launch slow_save 3 "$work/slow_save.log"
+finish
+! grep -h 'hang:' "$work"/slow_save.log.rank* || fail "slow_save: a slow save was called a hang"
+[[ $statuses == "0 0 0" ]] || fail "slow_save: exited '$statuses', expected '0 0 0'"
+grep -q 'checkpoint step 5 committed' "$work/slow_save.log.rank0" || fail "slow_save: step 5 not committed"
+echo "slow_save: rank 1's save took 8 s (hang timeout 4 s, commit timeout 20 s): no hang, all 3 ranks finished with 0"
 
 # A bad plant is refused by name, before any training.
 hang_spec bad
