@@ -45,6 +45,7 @@
 #include "train/metrics.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
+#include "train/straggler.hpp"
 
 namespace hpctrain::train {
 namespace {
@@ -688,10 +689,9 @@ class Trainer {
   }
 
   // resilience.evict_stragglers: every rank reads the same busy times (the all-reduce's result)
-  // and so reaches the same verdict with no message: when one node's slowest rank is
-  // straggler_ratio times the nodes' median (and 20 ms more: below that, a loaded machine's
-  // scheduling alone makes a node of short steps look slow) for straggler_windows windows in a
-  // row, the ranks stop as after a stop signal (a checkpoint at this step) and the worker exits
+  // and so reaches the same verdict with no message (train/straggler.hpp: a node straggler_ratio
+  // times the nodes' lower median and 20 ms more, for straggler_windows windows in a row); the
+  // ranks then stop as after a stop signal (a checkpoint at this step) and the worker exits
   // kExitEvict; rank 0 first records the node in metrics.jsonl for the batch script.
   void watch_stragglers(const double* p50) {
     const auto& r = spec_.resilience;
@@ -700,39 +700,23 @@ class Trainer {
         hosts.size() != static_cast<size_t>(comm_.size())) {
       return;
     }
-    std::map<std::string, double> node_busy;  // a node: its slowest rank
-    for (size_t rank = 0; rank < hosts.size(); ++rank) {
-      double& b = node_busy[hosts[rank]];
-      b = std::max(b, p50[rank]);
-    }
-    if (node_busy.size() < 2) return;
-    std::vector<double> sorted;
-    for (const auto& [node, busy] : node_busy) sorted.push_back(busy);
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted[(sorted.size() - 1) / 2];  // the lower one: half may be slow
-    const auto slowest =
-        std::max_element(node_busy.begin(), node_busy.end(),
-                         [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (!(slowest->second > r.straggler_ratio * median && slowest->second - median > 0.020)) {
-      straggler_streak_ = 0;
-      return;
-    }
-    straggler_streak_ = slowest->first == straggler_node_ ? straggler_streak_ + 1 : 1;
-    straggler_node_ = slowest->first;
-    if (straggler_streak_ < r.straggler_windows) return;
+    if (!straggler_watch_) straggler_watch_.emplace(r.straggler_ratio, r.straggler_windows);
+    const auto verdict = straggler_watch_->observe(
+        node_busy_times(hosts, std::vector<double>(p50, p50 + hosts.size())));
+    if (!verdict) return;
     char text[320];
     std::snprintf(text, sizeof text,
                   "straggler: node %s busy %.3f s a step (its slowest rank's p50), %.1fx the "
                   "nodes' median %.3f s, for %lld log windows in a row",
-                  straggler_node_.c_str(), slowest->second, slowest->second / median, median,
-                  static_cast<long long>(straggler_streak_));
+                  verdict->node.c_str(), verdict->busy_s, verdict->busy_s / verdict->median_s,
+                  verdict->median_s, static_cast<long long>(verdict->windows));
     stop_ = true;
-    evicted_ = straggler_node_;
+    evicted_ = verdict->node;
     stop_reason_ = std::string(text) + "; evicting the node";
     if (comm_.rank() != 0) return;
     std::vector<int> ranks;
     for (size_t rank = 0; rank < hosts.size(); ++rank) {
-      if (hosts[rank] == straggler_node_) ranks.push_back(static_cast<int>(rank));
+      if (hosts[rank] == verdict->node) ranks.push_back(static_cast<int>(rank));
     }
     if (!options_.run_dir.empty()) {
       write_suspects(options_.run_dir, "evict", options_.step_tag, step_, ranks, hosts, text);
@@ -865,10 +849,9 @@ class Trainer {
   std::optional<Pending> pending_, previous_;
   int sync_debug_ = 0;  // HPCTRAIN_CUDA_SYNC_DEBUG: 1 warn, 2 error on a host sync in a step
   float host_agreed_[Agreement::kSize] = {};
-  // resilience.evict_stragglers: the node slowest in the last straggler_streak_ windows in a row,
-  // and the node let go (stop_ set for it).
-  int64_t straggler_streak_ = 0;
-  std::string straggler_node_;
+  // resilience.evict_stragglers: the verdict's count of windows in a row (made on the first
+  // window), and the node let go (stop_ set for it).
+  std::optional<StragglerWatch> straggler_watch_;
   std::string evicted_;
   std::shared_ptr<const data::ImageSource> val_source_;
   std::shared_ptr<model::Classifier> model_;

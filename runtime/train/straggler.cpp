@@ -1,0 +1,39 @@
+#include "train/straggler.hpp"
+
+#include <algorithm>
+
+namespace hpctrain::train {
+
+std::map<std::string, double> node_busy_times(const std::vector<std::string>& hosts,
+                                              const std::vector<double>& p50) {
+  std::map<std::string, double> node_busy;
+  for (size_t rank = 0; rank < hosts.size() && rank < p50.size(); ++rank) {
+    double& b = node_busy[hosts[rank]];
+    b = std::max(b, p50[rank]);
+  }
+  return node_busy;
+}
+
+std::optional<StragglerVerdict> StragglerWatch::observe(
+    const std::map<std::string, double>& node_busy) {
+  if (node_busy.size() < 2) return std::nullopt;
+  std::vector<double> sorted;
+  for (const auto& [node, busy] : node_busy) sorted.push_back(busy);
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[(sorted.size() - 1) / 2];  // the lower one: half may be slow
+  // The first of equally slow nodes in name order.
+  const auto slowest =
+      std::max_element(node_busy.begin(), node_busy.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (!(slowest->second > ratio_ * median && slowest->second - median > kMarginS)) {
+    streak_ = 0;
+    node_.clear();
+    return std::nullopt;
+  }
+  streak_ = slowest->first == node_ ? streak_ + 1 : 1;
+  node_ = slowest->first;
+  if (streak_ < windows_) return std::nullopt;
+  return StragglerVerdict{node_, slowest->second, median, streak_};
+}
+
+}  // namespace hpctrain::train

@@ -1,0 +1,55 @@
+// The straggler verdict of resilience.evict_stragglers (docs/resilience.md "Evicting a
+// straggler"), torch-free so that its tests need no libtorch. Every log window each rank's p50
+// busy time reaches every rank (the all-reduce of the loss line); each rank feeds the same figures
+// to its own StragglerWatch and so reaches the same verdict with no message: a node (its busy time
+// is that of its slowest rank) is let go when it is `ratio` times the nodes' lower median and
+// kMarginS above it, for `windows` windows in a row, the same node each time. The lower median
+// because half the nodes may be slow: with two nodes it is the faster one's time.
+// Thread safety: none; one watch per trainer, fed from the training thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hpctrain::train {
+
+// Each node's busy time: the largest p50 of its ranks (hosts[r] is rank r's node).
+std::map<std::string, double> node_busy_times(const std::vector<std::string>& hosts,
+                                              const std::vector<double>& p50);
+
+// The node to let go and the figures that say why.
+struct StragglerVerdict {
+  std::string node;
+  double busy_s = 0;    // its busy time in the last window
+  double median_s = 0;  // the nodes' lower median in that window
+  int64_t windows = 0;  // windows in a row it was behind
+};
+
+class StragglerWatch {
+ public:
+  // Below this margin over the median a node is not behind, whatever the ratio: a loaded
+  // machine's scheduling alone makes a node of short steps look slow.
+  static constexpr double kMarginS = 0.020;
+
+  StragglerWatch(double ratio, int64_t windows) : ratio_(ratio), windows_(windows) {}
+
+  // One log window's busy time of every node (node_busy_times()). The verdict once the same node
+  // has been behind for `windows` windows in a row; nullopt before. With fewer than two nodes
+  // nothing is compared and the count stays as it was.
+  std::optional<StragglerVerdict> observe(const std::map<std::string, double>& node_busy);
+
+  // Windows in a row the node behind() has been behind (0: nobody is behind now).
+  int64_t streak() const { return streak_; }
+  const std::string& behind() const { return node_; }
+
+ private:
+  double ratio_;
+  int64_t windows_;
+  int64_t streak_ = 0;
+  std::string node_;
+};
+
+}  // namespace hpctrain::train

@@ -1,0 +1,149 @@
+// The straggler verdict of resilience.evict_stragglers (train/straggler.hpp): the lower median,
+// the ratio and the 20 ms margin, the windows in a row.
+#include "train/straggler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hpctrain::train {
+namespace {
+
+using Busy = std::map<std::string, double>;
+
+// The verdict of a watch that needs one window.
+std::optional<StragglerVerdict> at_once(const Busy& busy, double ratio = 1.5) {
+  StragglerWatch watch(ratio, /*windows=*/1);
+  return watch.observe(busy);
+}
+
+TEST(Straggler, NodeBusyIsItsSlowestRank) {
+  const auto busy = node_busy_times({"n1", "n1", "n2", "n2", "n3"}, {0.01, 0.03, 0.02, 0.02, 0.5});
+  EXPECT_EQ(busy, (Busy{{"n1", 0.03}, {"n2", 0.02}, {"n3", 0.5}}));
+}
+
+// With an even count of nodes the two medians differ; the verdict takes the lower one, since half
+// the nodes may be slow. Each case evicts with the lower median and would not with the upper.
+TEST(Straggler, TwoNodesCompareWithTheFasterOne) {
+  const auto v = at_once({{"n1", 0.010}, {"n2", 0.040}});
+  ASSERT_TRUE(v) << "upper median 0.040 s taken";
+  EXPECT_EQ(v->node, "n2");
+  EXPECT_DOUBLE_EQ(v->busy_s, 0.040);
+  EXPECT_DOUBLE_EQ(v->median_s, 0.010);
+  EXPECT_EQ(v->windows, 1);
+}
+
+TEST(Straggler, FourNodesTakeTheLowerMedian) {
+  const auto v = at_once({{"n1", 0.010}, {"n2", 0.010}, {"n3", 0.050}, {"n4", 0.060}});
+  ASSERT_TRUE(v) << "upper median 0.050 s taken";
+  EXPECT_EQ(v->node, "n4");
+  EXPECT_DOUBLE_EQ(v->median_s, 0.010);
+}
+
+TEST(Straggler, SixNodesTakeTheLowerMedian) {
+  const auto v = at_once({{"a", 0.010},
+                          {"b", 0.010},
+                          {"c", 0.010},
+                          {"d", 0.070},
+                          {"e", 0.070},
+                          {"f", 0.090}});
+  ASSERT_TRUE(v) << "upper median 0.070 s taken";
+  EXPECT_EQ(v->node, "f");
+  EXPECT_DOUBLE_EQ(v->median_s, 0.010);
+}
+
+TEST(Straggler, OddCountTakesTheMiddleNode) {
+  const auto v = at_once({{"n1", 0.010}, {"n2", 0.050}, {"n3", 0.090}});
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->node, "n3");
+  EXPECT_DOUBLE_EQ(v->median_s, 0.050);
+  // 0.070 is 1.4x the middle node's 0.050: not behind.
+  EXPECT_FALSE(at_once({{"n1", 0.010}, {"n2", 0.050}, {"n3", 0.070}}));
+}
+
+// Both conditions hold or nothing is behind: the ratio, and 20 ms above the median.
+TEST(Straggler, TwentyMillisecondsAboveTheMedian) {
+  EXPECT_FALSE(at_once({{"n1", 0.010}, {"n2", 0.029}})) << "2.9x, but 19 ms";
+  EXPECT_TRUE(at_once({{"n1", 0.010}, {"n2", 0.031}})) << "3.1x and 21 ms";
+  EXPECT_FALSE(at_once({{"n1", 0.100}, {"n2", 0.140}})) << "40 ms, but 1.4x";
+  EXPECT_TRUE(at_once({{"n1", 0.100}, {"n2", 0.160}})) << "60 ms and 1.6x";
+  EXPECT_FALSE(at_once({{"n1", 0.100}, {"n2", 0.160}}, /*ratio=*/2.0)) << "1.6x of 2";
+  EXPECT_DOUBLE_EQ(StragglerWatch::kMarginS, 0.020);
+}
+
+TEST(Straggler, EvenlySlowRunEvictsNothing) {
+  EXPECT_FALSE(at_once({{"n1", 0.5}, {"n2", 0.5}, {"n3", 0.5}}));
+  EXPECT_FALSE(at_once({{"n1", 0.0}, {"n2", 0.0}}));
+}
+
+TEST(Straggler, OneNodeComparesWithNothing) {
+  EXPECT_FALSE(at_once({{"n1", 9.0}}));
+  EXPECT_FALSE(at_once({}));
+}
+
+const Busy kN2Behind{{"n1", 0.010}, {"n2", 0.100}, {"n3", 0.011}};
+const Busy kN3Behind{{"n1", 0.010}, {"n2", 0.011}, {"n3", 0.100}};
+const Busy kNobody{{"n1", 0.010}, {"n2", 0.011}, {"n3", 0.012}};
+
+TEST(Straggler, TheSameNodeForWindowsInARow) {
+  StragglerWatch watch(1.5, /*windows=*/3);
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_EQ(watch.streak(), 1);
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_EQ(watch.streak(), 2);
+  EXPECT_EQ(watch.behind(), "n2");
+  const auto v = watch.observe(kN2Behind);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->node, "n2");
+  EXPECT_EQ(v->windows, 3);
+  EXPECT_DOUBLE_EQ(v->busy_s, 0.100);
+  EXPECT_DOUBLE_EQ(v->median_s, 0.011);
+}
+
+TEST(Straggler, NobodyBehindStartsTheCountAgain) {
+  StragglerWatch watch(1.5, /*windows=*/3);
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe(kNobody));
+  EXPECT_EQ(watch.streak(), 0);
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_EQ(watch.streak(), 2);
+  EXPECT_TRUE(watch.observe(kN2Behind));
+}
+
+TEST(Straggler, AnotherNodeBehindStartsTheCountAgain) {
+  StragglerWatch watch(1.5, /*windows=*/3);
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe(kN3Behind));
+  EXPECT_EQ(watch.streak(), 1);
+  EXPECT_EQ(watch.behind(), "n3");
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  const auto v = watch.observe(kN2Behind);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->node, "n2");
+}
+
+// A window with fewer than two nodes' figures (the trainer's figures never are) changes nothing.
+TEST(Straggler, AWindowOfOneNodeKeepsTheCount) {
+  StragglerWatch watch(1.5, /*windows=*/2);
+  EXPECT_FALSE(watch.observe(kN2Behind));
+  EXPECT_FALSE(watch.observe({{"n2", 0.100}}));
+  EXPECT_EQ(watch.streak(), 1);
+  EXPECT_TRUE(watch.observe(kN2Behind));
+}
+
+// The ranks reach the verdict each on its own: equally slow nodes resolve the same way on all.
+TEST(Straggler, EquallySlowNodesTakeTheFirstByName) {
+  const auto v = at_once({{"n1", 0.010}, {"n2", 0.100}, {"n3", 0.100}, {"n4", 0.010}});
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->node, "n2");
+}
+
+}  // namespace
+}  // namespace hpctrain::train
