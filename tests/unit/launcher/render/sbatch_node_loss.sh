@@ -17,6 +17,8 @@
 #             is recorded as terminated.
 #   breaker   the fifth attempt in a row without a new checkpoint is not requeued (no_progress);
 #   progress  the same history, but this attempt commits one: requeued.
+#   credit    histories where an earlier attempt committed a checkpoint: that attempt counts as
+#             progress, the ones after it do not (max 2 and 3: requeued or stopped at the right one).
 #   hang      the ranks exit 77 after the hang watchdog named a node's ranks (metrics.jsonl): the
 #             node is replaced as a lost one (cause hang), with no probe failing; hang-stuck: a
 #             rank never exits after the verdict: the step is killed after the grace time;
@@ -289,4 +291,33 @@ grep -q '5 attempts in a row ended without a new committed checkpoint' "$work/br
 has progress 5 '.reason == "requeued" and .last_step == 10'
 grep -qx 'requeue 4242' "$work/progress/scontrol.calls" || check_failed "progress: not requeued"
 
-finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup; the no-progress breaker; hang and evict verdicts; exclusion on requeue, avoidance on the next attempt"
+# credit: histories in which an attempt did commit a checkpoint (step 10, on disk). The attempt
+# that first committed it made progress: only those after it count against the breaker.
+#   credit-2-2   [commits 10]; this attempt commits nothing; max 2: one without progress, requeued
+#   credit-3-2   [commits 10, nothing]; this attempt nothing; max 2: two in a row, no_progress
+#   credit-3-3   the same history, max 3: two in a row, requeued
+#   credit-late  [no checkpoint, commits 10, nothing]; this attempt nothing; max 3: requeued
+committed='{"reason":"requeued","last_step":10}'
+declare -A history=([credit-2-2]="$committed" [credit-3-2]="$committed"$'\n'"$committed"
+                    [credit-3-3]="$committed"$'\n'"$committed"
+                    [credit-late]="$nulls"$'\n'"$committed"$'\n'"$committed")
+declare -A most=([credit-2-2]=2 [credit-3-2]=2 [credit-3-3]=3 [credit-late]=3)
+for name in credit-2-2 credit-3-2 credit-3-3 credit-late; do
+  mkdir -p "$work/$name/play" "$work/$name/checkpoints/step-000000010"
+  : > "$work/$name/checkpoints/step-000000010/manifest.json"
+  printf '%s\n' "${history[$name]}" > "$work/$name/attempts.jsonl"
+  echo 'started; exit 75' > "$work/$name/play/srun-1.sh"
+  scenario "$name" 2 "[preemption]"$'\n'"max_attempts_without_progress = ${most[$name]}" 127.0.0.1 127.0.0.2
+done
+for name in credit-2-2 credit-3-3 credit-late; do
+  n=$(wc -l < "$work/$name/attempts.jsonl")
+  has "$name" "$n" '.reason == "requeued" and .last_step == 10'
+  grep -qx 'requeue 4242' "$work/$name/scontrol.calls" 2>/dev/null ||
+    check_failed "$name: not requeued: $(cat "$work/$name/err")"
+done
+has credit-3-2 3 '.reason == "no_progress" and .exit_status == 75 and .last_step == 10'
+grep -q 'requeue' "$work/credit-3-2/scontrol.calls" 2>/dev/null && check_failed "credit-3-2: the job was requeued"
+grep -q '2 attempts in a row ended without a new committed checkpoint (newest: 10)' "$work/credit-3-2/err" ||
+  check_failed "credit-3-2: no reason given: $(cat "$work/credit-3-2/err")"
+
+finish "node loss: replace, noticed, shrink, fallback, gate; TERM during the setup; the no-progress breaker (an attempt's own checkpoint counted as progress); hang and evict verdicts; exclusion on requeue, avoidance on the next attempt"
