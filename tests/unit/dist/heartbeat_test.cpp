@@ -14,8 +14,8 @@ namespace hpctrain::dist {
 namespace {
 
 using namespace std::chrono_literals;
-using std::chrono::milliseconds;
 using progress::Phase;
+using std::chrono::milliseconds;
 
 HeartbeatOptions options(milliseconds hang, milliseconds checkpoint) {
   HeartbeatOptions o;
@@ -77,10 +77,8 @@ TEST(HangAllowance, CheckpointGetsTheLargerOfTheTwo) {
 TEST(HangAllowance, OtherPhasesGetTheHangTimeout) {
   for (const Phase p : {Phase::kStepEnd, Phase::kEval, Phase::kDataWait, Phase::kForward,
                         Phase::kBackward, Phase::kAllReduce, Phase::kAgreement, Phase::kAverage}) {
-    EXPECT_EQ(allowed_s(at(p), 4s, options(4s, 10s)), 4)
-        << progress::phase_name(p);
-    EXPECT_EQ(allowed_s(at(p), 20s, options(20s, 10s)), 20)
-        << progress::phase_name(p);
+    EXPECT_EQ(allowed_s(at(p), 4s, options(4s, 10s)), 4) << progress::phase_name(p);
+    EXPECT_EQ(allowed_s(at(p), 20s, options(20s, 10s)), 20) << progress::phase_name(p);
   }
 }
 
@@ -93,8 +91,7 @@ TEST(HangAllowance, NotWatched) {
   EXPECT_EQ(allowed_s(at(Phase::kDataWait, /*step=*/10), 4s, o), -1)
       << "the first step of a process resumed at step 10";
   EXPECT_EQ(allowed_s(at(Phase::kCheckpoint, /*step=*/10), 4s, o), -1);
-  EXPECT_EQ(allowed_s(at(Phase::kDataWait, /*step=*/11), 4s, o), 4)
-      << "the second step";
+  EXPECT_EQ(allowed_s(at(Phase::kDataWait, /*step=*/11), 4s, o), 4) << "the second step";
 }
 
 }  // namespace

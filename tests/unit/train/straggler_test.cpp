@@ -44,12 +44,8 @@ TEST(Straggler, FourNodesTakeTheLowerMedian) {
 }
 
 TEST(Straggler, SixNodesTakeTheLowerMedian) {
-  const auto v = at_once({{"a", 0.010},
-                          {"b", 0.010},
-                          {"c", 0.010},
-                          {"d", 0.070},
-                          {"e", 0.070},
-                          {"f", 0.090}});
+  const auto v =
+      at_once({{"a", 0.010}, {"b", 0.010}, {"c", 0.010}, {"d", 0.070}, {"e", 0.070}, {"f", 0.090}});
   ASSERT_TRUE(v) << "upper median 0.070 s taken";
   EXPECT_EQ(v->node, "f");
   EXPECT_DOUBLE_EQ(v->median_s, 0.010);
