@@ -740,12 +740,16 @@ class Trainer {
   }
 
   // Every rank must end with the same weights (data parallelism's invariant): each rank hashes
-  // its parameters and buffers, says so on stderr, and the ranks compare the hashes; a
+  // its parameters and buffers, says so on stderr ("final weights fnv1a64 0x..." or, with
+  // `when`, "weights evaluated at step N fnv1a64 0x..."), and the ranks compare the hashes; a
   // difference is an error naming the ranks that disagree with rank 0.
-  uint64_t verify_identical_weights() {
+  uint64_t verify_identical_weights(std::optional<int64_t> evaluated_at = std::nullopt) {
     const uint64_t mine = weights_fingerprint(*model_);
-    std::cerr << rt::rank_prefix() << "final weights fnv1a64 " << std::hex << "0x" << mine
-              << std::dec << std::endl;
+    const std::string what = evaluated_at
+                                 ? "weights evaluated at step " + std::to_string(*evaluated_at)
+                                 : "final weights";
+    std::cerr << rt::rank_prefix() << what << " fnv1a64 " << std::hex << "0x" << mine << std::dec
+              << std::endl;
     at::Tensor all =
         at::zeros({comm_.size()}, at::TensorOptions().dtype(at::kLong).device(device_));
     all[comm_.rank()] = static_cast<int64_t>(mine);
@@ -756,7 +760,7 @@ class Trainer {
       if (host[r].item<int64_t>() != host[0].item<int64_t>()) differ += " " + std::to_string(r);
     }
     if (!differ.empty()) {
-      HPCTRAIN_THROW(rt::Error, "the ranks' weights differ after training: rank(s)" + differ +
+      HPCTRAIN_THROW(rt::Error, "the ranks' " + what + " differ: rank(s)" + differ +
                                     " disagree with rank 0 (non-deterministic kernels, or a bug)");
     }
     return mine;
@@ -779,6 +783,9 @@ class Trainer {
   EvalResult run_eval(int64_t epoch) {
     progress::enter(progress::Phase::kEval);
     sync_buffers();
+    // Local SGD evaluates one model, the ranks' mean (average_diverged() before): checked, as the
+    // ranks' models differ between averagings and each would otherwise score its own on its shard.
+    if (local_sgd_) verify_identical_weights(step_);
     model_->eval();
     const auto t0 = Clock::now();
     const spec::Precision precision = spec_.train.precision;

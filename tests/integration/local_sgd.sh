@@ -10,15 +10,20 @@
 #             parameters differ and the count is the steps since the last averaging; during the
 #             warm-up the parameters are equal (the gradients are all-reduced)
 #   resize    stopped between averagings on 3 ranks and resumed on 2: every rank starts from the
-#             mean of the 3 saved models (bit for bit, computed here from the checkpoint's files);
-#             then the same stopped run resumed on 2 ranks to the end, equal weights on both
+#             mean of the 3 saved models and of their optimizer states (momentum buffers; bit for
+#             bit, computed here from the checkpoint's files); then the same stopped run resumed
+#             on 2 ranks to the end, equal weights on both
+#   evaluate  with a validation set, evaluated at each epoch's end while the ranks are apart (2
+#             local steps since the last averaging): every rank evaluates the same weights, and
+#             the last evaluation's are the final (averaged) weights
 #   mismatch  an all-reduce run's checkpoint resumed with local_sgd: refused, naming train.sync,
 #             exit status not 0, the checkpoint untouched
 # The resume at a step between averagings, bitwise, and every piece of local SGD's state is in
 # resume_ablation.sh.
-#   local_sgd.sh WORKER PYTHON (the pinned torch wheel's)
+#   local_sgd.sh WORKER PYTHON (the pinned torch wheel's) DATA (hpctrain-data)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 python=$2
+data=$3
 source "$here/resume_lib.sh" "$1"
 
 make_spec() {  # make_spec NAME [KEY=VALUE...]: 2 epochs of 32 steps at 2 ranks, 16 per rank
@@ -115,30 +120,76 @@ make_spec resize-start train.sync=local_sgd train.sync_every_steps=4 train.max_s
 run resize-start 2
 grep -q "local SGD: the checkpoint's 3 ranks' models and optimizer states averaged for 2 ranks" \
   "$work/resize-start.log.rank0" || fail "resize: the resume did not say it averaged 3 ranks"
-"$python" - "$work/resize-base/checkpoints" "$work/resize-start/model.pt" <<'PY' \
+# Its finished checkpoint holds what each of the 2 ranks started from: rank 0's optimizer.pt and
+# rank 1's local-rank-1.pt.
+"$python" - "$work/resize-base/checkpoints" "$work/resize-start/model.pt" \
+  "$work/resize-start/checkpoints" <<'PY' \
   || fail "resize: the resumed ranks did not start from the mean of the saved ones"
 import glob, os, sys, torch
 step = sorted(glob.glob(os.path.join(sys.argv[1], "step-*")))[-1]
+def part(path, prefix):
+    return {k[len(prefix):]: v for k, v in torch.load(path, weights_only=True).items()
+            if k.startswith(prefix)}
 ranks = [torch.load(f"{step}/model.pt", weights_only=True)]
+opts = [torch.load(f"{step}/optimizer.pt", weights_only=True)]
 for r in (1, 2):
-    ranks.append({k[6:]: v for k, v in
-                  torch.load(f"{step}/local-rank-{r}.pt", weights_only=True).items()
-                  if k.startswith("model.")})
+    ranks.append(part(f"{step}/local-rank-{r}.pt", "model."))
+    opts.append(part(f"{step}/local-rank-{r}.pt", "optimizer."))
+def mean(states, k):
+    return states[0][k].clone().add_(states[1][k]).add_(states[2][k]).div_(3)
 got = torch.load(sys.argv[2], weights_only=True)
 apart = sum(not torch.equal(ranks[0][k], ranks[1][k]) for k in ranks[0])
 assert apart > 0, "the saved ranks were equal: not a step between averagings"
 for k, v in got.items():
     if not v.is_floating_point():
         continue
-    mean = (ranks[0][k].clone().add_(ranks[1][k]).add_(ranks[2][k])).div_(3)
-    assert torch.equal(v, mean), f"{k}: not the mean of the 3 saved ranks"
-print(f"resize: {os.path.basename(step)}, {apart} entries apart across the 3 saved ranks; "
-      f"the 2 resumed ranks started from their mean, bit for bit")
+    assert torch.equal(v, mean(ranks, k)), f"{k}: not the mean of the 3 saved ranks"
+# The optimizer states: momentum buffers, apart between the saved ranks, the mean on both new ones.
+# (The resumed run numbers its steps by its own global batch: its checkpoint is the one the
+# stopped run did not have, whatever its number.)
+before = {os.path.basename(p) for p in glob.glob(os.path.join(sys.argv[1], "step-*"))}
+mine = [p for p in glob.glob(os.path.join(sys.argv[3], "step-*")) if os.path.basename(p) not in before]
+assert len(mine) == 1, f"the resume saved {len(mine)} checkpoints, want its finished one"
+started = mine[0]
+new = [torch.load(f"{started}/optimizer.pt", weights_only=True),
+       part(f"{started}/local-rank-1.pt", "optimizer.")]
+buffers = [k for k in opts[0] if k.endswith(".momentum_buffer")]
+assert buffers and all(set(o) == set(opts[0]) for o in opts + new), "optimizer entries differ"
+opt_apart = sum(not torch.equal(opts[0][k], opts[1][k]) for k in buffers)
+assert opt_apart > 0, "the saved ranks' momentum buffers were equal: nothing to tell apart"
+for r, state in enumerate(new):
+    for k in buffers:
+        assert torch.equal(state[k], mean(opts, k)), \
+            f"rank {r}: {k} is not the mean of the 3 saved ranks' (taken from one rank?)"
+print(f"resize: {os.path.basename(step)}, {apart} model entries and {opt_apart} momentum buffers "
+      f"apart across the 3 saved ranks; the 2 resumed ranks started from their mean, bit for bit "
+      f"({os.path.basename(started)})")
 PY
 make_spec resize-3 train.sync=local_sgd train.sync_every_steps=4 train.batch_size=8
 run resize-3 2
 grep -q "averaged for 2 ranks" "$work/resize-3.log.rank0" || fail "resize: no averaging on resume"
 echo "resize: stopped at step $stopped_at on 3 ranks, finished on 2: $(fingerprint "$work/resize-3.log")"
+
+# --- evaluate: an evaluation at each epoch's end (step 32 and 64), 2 local steps after the last
+# averaging (H = 5); the eval records in metrics.jsonl and every rank's weights at each.
+"$data" synthetic --samples 64 --size 16 --channels 3 --classes 10 -q -o "$work/val.h5" \
+  > /dev/null || fail "evaluate: making the validation set"
+make_spec evaluate train.sync=local_sgd train.sync_every_steps=5 train.eval_every_epochs=1
+sed -i "s|^synthetic = true|synthetic = true\nval = \"$work/val.h5\"|" "$work/evaluate.toml"
+run evaluate 2
+for at in 32 64; do
+  fingers=$(grep -ohE "weights evaluated at step $at fnv1a64 0x[0-9a-f]+" "$work"/evaluate.log.rank? \
+    | awk '{print $NF}' | sort -u)
+  [[ $(grep -c . <<< "$fingers") == 1 ]] \
+    || fail "evaluate: the ranks evaluated different weights at step $at: $fingers"
+  grep -qE "\"kind\":\"eval\".*\"step\":$at[,}]" "$work/evaluate/metrics.jsonl" \
+    || fail "evaluate: no eval record at step $at"
+done
+final=$(fingerprint "$work/evaluate.log")
+[[ $fingers == "$final" ]] \
+  || fail "evaluate: the last evaluation saw $fingers, the final (averaged) weights are $final"
+echo "evaluate: at steps 32 and 64 (2 local steps after an averaging) both ranks evaluated the" \
+     "same weights; the last evaluation's are the final weights $final"
 
 # --- mismatch
 make_spec mismatch checkpoint.every_steps=10 train.max_steps=20
