@@ -63,15 +63,24 @@ class GlooCommunicator : public dist::Communicator {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
 };
 
+// c10d's flight recorder (torch 2.11, FlightRecorderDetail.hpp recordWithResetEnabled) inserts a
+// process group's status into a shared map before taking its lock: process groups recording at
+// once in one process (our thread ranks) corrupt it, a SIGSEGV in
+// std::_Rb_tree_insert_and_rebalance or a rank thread spinning for ever inside the recorder (under
+// load: train_tests hung in Evaluate.EveryRankCountMatchesOneProcessWhateverTheRemainder; with
+// --gtest_repeat on a loaded machine it crashed within 100 repeats). A real job has one process
+// group per process. The recorder reads TORCH_FR_BUFFER_SIZE once, when the first process group
+// records, which in these binaries may be a test's own one-rank group before any
+// on_gloo_ranks(): so it is turned off before main, in every binary that includes this header.
+inline const bool kFlightRecorderOff = [] {
+  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
+  return true;
+}();
+
 // Runs body(comm) for ranks 0..world-1, each on its own thread with its own GlooCommunicator over
 // one FileStore, joins them all, then rethrows the first rank's exception, if any.
 template <class Body>
 void on_gloo_ranks(int world, Body&& body) {
-  // c10d's flight recorder (torch 2.11) inserts a process group's status into a shared map before
-  // taking its lock: process groups recording at once in one process (our thread ranks) corrupt
-  // it, about one run in five (SIGSEGV in std::_Rb_tree_insert_and_rebalance). A real job has one
-  // process group per process. The recorder reads this when first used.
-  ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
   const TempDir dir;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
