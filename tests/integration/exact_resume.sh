@@ -24,9 +24,8 @@ fi
 
 spec stopped
 sed -i "s|run_dir = .*|run_dir = \"$work/stopped\"|" "$work/stopped.toml"
-launch stopped 2 "$work/stopped.log"
 signal_step=$((1 + RANDOM % 56))  # of 64: 2 epochs of 32 steps
-stop_at_step "$work/stopped.log" "$signal_step"
+launch_to_stop stopped 2 "$work/stopped.log" "$signal_step"
 finish
 [[ $statuses == "75 75" ]] || fail "stopped run exited '$statuses', want '75 75'"
 stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/stopped.log.rank0" | grep -oE '[0-9]+$')
@@ -41,8 +40,7 @@ echo "signalled at step $signal_step, stopped at step $stopped_at of 64; fingerp
 # 2. 4 ranks stopped, resumed on 2: every sample of the interrupted epoch once.
 spec shrink
 sed -i 's/^epochs = 2/epochs = 1/; s/^synthetic_samples = 1024/synthetic_samples = 2048/; s/^tasks_per_node = 2/tasks_per_node = 4/' "$work/shrink.toml"
-launch shrink 4 "$work/shrink.log"
-stop_at_step "$work/shrink.log" $((1 + RANDOM % 24))  # of 32 steps of 64 samples
+launch_to_stop shrink 4 "$work/shrink.log" $((1 + RANDOM % 24))  # of 32 steps of 64 samples
 finish
 [[ $statuses == "75 75 75 75" ]] || fail "4-rank stop exited '$statuses'"
 sed -i 's/^tasks_per_node = 4/tasks_per_node = 2/' "$work/shrink.toml"  # the world size may change

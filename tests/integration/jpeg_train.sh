@@ -55,8 +55,7 @@ grep -qE "top-1" "$work/straight.log.rank0" || fail "no evaluation on the JPEG v
 want=$(fingerprint "$work/straight.log")
 [[ -n $want ]] || fail "no fingerprint"
 jpeg_spec stopped
-launch stopped 2 "$work/stopped.log"
-stop_at_step "$work/stopped.log" $((1 + RANDOM % 9))  # of 12
+launch_to_stop stopped 2 "$work/stopped.log" $((1 + RANDOM % 9))  # of 12
 finish
 [[ $statuses == "75 75" ]] || fail "stopped run exited '$statuses', want '75 75'"
 launch stopped 2 "$work/stopped.log"

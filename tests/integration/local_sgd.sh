@@ -105,8 +105,7 @@ make_spec resize-3 train.sync=local_sgd train.sync_every_steps=4 train.batch_siz
   job.tasks_per_node=3
 for attempt in 1 2 3 4 5; do
   rm -rf "$work/resize-3" "$work/resize-3.log".*
-  launch resize-3 3 "$work/resize-3.log"
-  stop_at_step "$work/resize-3.log" $((10 + RANDOM % 20))
+  launch_to_stop resize-3 3 "$work/resize-3.log" $((10 + RANDOM % 20))
   finish; [[ $statuses == "75 75 75" ]] || fail "resize: the stopped run exited '$statuses'"
   stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/resize-3.log.rank0" | grep -oE '[0-9]+$')
   (( stopped_at % 4 != 0 )) && break

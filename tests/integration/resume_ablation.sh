@@ -59,8 +59,8 @@ for config in "${configs[@]}"; do
   for attempt in 1 2 3 4 5 6; do
     rm -rf "$work/$config-stopped" "$work/$config-stopped.log".*
     make_spec "$config-stopped" "$work/$config-stopped" "$config"
-    launch "$config-stopped" 2 "$work/$config-stopped.log"
-    stop_at_step "$work/$config-stopped.log" $((steps_per_epoch + 1 + RANDOM % (steps_per_epoch - 4)))
+    launch_to_stop "$config-stopped" 2 "$work/$config-stopped.log" \
+      $((steps_per_epoch + 1 + RANDOM % (steps_per_epoch - 4)))
     finish; [[ $statuses == "75 75" ]] || fail "$config: stopped run exited '$statuses', want '75 75'"
     stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/$config-stopped.log.rank0" | grep -oE '[0-9]+$')
     (( stopped_at > steps_per_epoch && stopped_at < 2 * steps_per_epoch )) \

@@ -48,8 +48,7 @@ want=$(fingerprint "$work/straight.log")
 [[ -n $want ]] || fail "$combo: no fingerprint"
 
 make_spec stopped
-launch stopped 2 "$work/stopped.log"
-stop_at_step "$work/stopped.log" $((17 + RANDOM % 10))
+launch_to_stop stopped 2 "$work/stopped.log" $((17 + RANDOM % 10))
 finish; [[ $statuses == "75 75" ]] || fail "$combo: stopped run exited '$statuses', want '75 75'"
 stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/stopped.log.rank0" | grep -oE '[0-9]+$')
 [[ -n $stopped_at ]] && (( stopped_at < 32 )) || fail "$combo: no stop before the last step"

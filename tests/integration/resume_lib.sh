@@ -41,17 +41,35 @@ finish() {
   statuses="${all[*]}"
 }
 
-# wait_for_step LOG STEP [RANK]: waits (60 s at most) until RANK (default 0) has read the batch
-# of global step STEP (its sample trace says so).
-wait_for_step() {
-  local rank=${3:-0} step deadline=$((SECONDS + 60))
-  local trace=$1.trace.rank-$rank
-  while :; do
-    step=$(tail -n 1 "$trace" 2>/dev/null | cut -d' ' -f2)
-    [[ $step =~ ^[0-9]+$ ]] && (( step >= $2 )) && return 0
-    (( SECONDS < deadline )) || fail "rank $rank did not reach step $2 within 60 s"
-    sleep 0.02
+# wait_for LOG RANK WHAT CMD...: polls CMD until it succeeds. The deadline measures a hang, not a
+# slow machine: it fails, naming WHAT, when a launched rank has exited first (it will never come)
+# or when neither RANK's sample trace nor its log (LOG.trace.rank-RANK, LOG.rankRANK) has grown
+# for 120 s; a loaded machine that is merely slow waits longer.
+wait_for() {
+  local log=$1 rank=$2 what=$3 size last=-1 quiet_since=$SECONDS p
+  shift 3
+  until "$@"; do
+    size=$(( $(stat -c %s "$log.trace.rank-$rank" 2>/dev/null || echo 0) +
+             $(stat -c %s "$log.rank$rank" 2>/dev/null || echo 0) ))
+    (( size != last )) && { last=$size; quiet_since=$SECONDS; }
+    for p in "${pids[@]}"; do
+      kill -0 "$p" 2>/dev/null || fail "a rank exited before $what"
+    done
+    (( SECONDS - quiet_since < 120 )) || fail "no progress for 120 s, waiting for $what"
+    sleep 0.05
   done
+}
+
+# wait_for_step LOG STEP [RANK]: waits (wait_for) until RANK (default 0) has read the batch of
+# global step STEP (its sample trace says so).
+reached_step() {  # reached_step TRACE STEP
+  local step
+  step=$(tail -n 1 "$1" 2>/dev/null | cut -d' ' -f2)
+  [[ $step =~ ^[0-9]+$ ]] && (( step >= $2 ))
+}
+wait_for_step() {
+  local rank=${3:-0}
+  wait_for "$1" "$rank" "rank $rank reached step $2" reached_step "$1.trace.rank-$rank" "$2"
 }
 
 # stop_at_step LOG STEP: once rank 0 has read the batch of global step STEP, sends SIGUSR2 to
@@ -59,6 +77,17 @@ wait_for_step() {
 stop_at_step() {
   wait_for_step "$1" "$2"
   kill -USR2 "${pids[@]}" 2>/dev/null
+}
+
+# launch_to_stop NAME RANKS LOG STEP: launch, then stop_at_step LOG STEP, with rank 0 pausing
+# STOP_WINDOW_S (default 10) seconds as it begins the step after STEP (HPCTRAIN_TEST_STALL, in
+# its data wait; the others wait for it in the gradient all-reduce): the signal lands while the
+# run cannot have gone further, so the stop comes at STEP or the step after (one more on the
+# device path, which acts on the agreement a step late) however loaded the machine, and never
+# after the run ended. The pause changes no number, only the time.
+launch_to_stop() {
+  HPCTRAIN_TEST_STALL=0:$(($4 + 1)):data:${STOP_WINDOW_S:-10} launch "$1" "$2" "$3"
+  stop_at_step "$3" "$4"
 }
 
 fingerprint() {  # fingerprint LOG: rank 0's final weights fingerprint
