@@ -7,7 +7,8 @@
 # updates without a word), so a resume that loses the layout ends with other weights here.
 #
 #   resume_combinations.sh WORKER COMBO
-# COMBO: sgd-fp32 | adamw-fp32 | sgd-fp16 | adamw-fp16 | localsgd-fp32
+# COMBO: sgd-fp32 | adamw-fp32 | sgd-bf16 | sgd-fp16 | adamw-fp16 | localsgd-fp32 (bf16: what the
+#   first GPU run's resume crashed on, bf16 autocast on the CPU here)
 #   fp16 runs on the CPU (HPCTRAIN_FP16_ON_CPU) with the loss scale starting at 2^24 and growing
 #   every 3 clean steps, so steps overflow, are skipped and the scale moves across the stop;
 #   localsgd: train.sync = "local_sgd" (an averaging every 3 steps after 2 of all-reduce, the
@@ -22,6 +23,7 @@ export HPCTRAIN_GPU_PATH_ON_CPU=1
 case $combo in
   sgd-fp32) config=(train.optimizer.name=sgd train.precision=fp32) ;;
   adamw-fp32) config=(train.optimizer.name=adamw train.optimizer.lr=0.002 train.precision=fp32) ;;
+  sgd-bf16) config=(train.optimizer.name=sgd train.precision=bf16) ;;
   sgd-fp16) config=(train.optimizer.name=sgd train.precision=fp16) ;;
   adamw-fp16) config=(train.optimizer.name=adamw train.optimizer.lr=0.002 train.precision=fp16) ;;
   localsgd-fp32)
