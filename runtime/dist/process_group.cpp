@@ -7,6 +7,8 @@
 
 #include <torch/types.h>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -205,14 +207,31 @@ class C10dGroup : public ProcessGroup, public Communicator {
     opts.waitWorkers = false;
     opts.timeout = timeout;
     if (server) opts.masterListenFd = listen_fd;
+    const std::string unreachable = "cannot reach the rendezvous store of rank 0 at " + host_ +
+                                    ":" + std::to_string(port_) + " within " +
+                                    std::to_string(options_.rendezvous_timeout.count()) +
+                                    " s (is rank 0 running? " + plan_.port_source + ")";
+    // c10d's client connect outlives its timeout: it tries twice, each for the whole timeout (a
+    // rank whose rank 0 had exited before listening waited 1,200 s with a 600 s deadline). So the
+    // store is made on a thread of its own and waited for with our deadline; past it this rank
+    // stops with the error, and the thread, still in c10d's connect, ends with the process.
+    auto made = std::make_shared<std::promise<c10::intrusive_ptr<c10d::TCPStore>>>();
+    auto store = made->get_future();
+    std::thread([made, where = server ? std::string("0.0.0.0") : host_, opts] {
+      try {
+        made->set_value(c10::make_intrusive<c10d::TCPStore>(where, opts));
+      } catch (...) {
+        made->set_exception(std::current_exception());
+      }
+    }).detach();
+    if (store.wait_for(options_.rendezvous_timeout + std::chrono::seconds(2)) !=
+        std::future_status::ready) {
+      HPCTRAIN_THROW(rt::PeerError, unreachable + ": no answer");
+    }
     try {
-      store_ = c10::make_intrusive<c10d::TCPStore>(server ? std::string("0.0.0.0") : host_, opts);
+      store_ = store.get();
     } catch (const std::exception& e) {
-      HPCTRAIN_THROW(rt::PeerError, "cannot reach the rendezvous store of rank 0 at " + host_ +
-                                        ":" + std::to_string(port_) + " within " +
-                                        std::to_string(options_.rendezvous_timeout.count()) +
-                                        " s (is rank 0 running? " + plan_.port_source +
-                                        "): " + first_line(e.what()));
+      HPCTRAIN_THROW(rt::PeerError, unreachable + ": " + first_line(e.what()));
     }
   }
 

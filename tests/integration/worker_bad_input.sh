@@ -105,4 +105,21 @@ wait "$other" 2>/dev/null
 [[ $status == 2 ]] || fail "hard limit of 20 open files: rank 0 exited $status, want 2: $out"
 grep -Eq "^\[rank 0/2 $(hostname)\] run\.cpp:[0-9]+: open files are limited to 20 \(ulimit -n, the hard limit too\) and rank 0 of 2 ranks needs at least 22 to join" <<<"$out" ||
   fail "no line naming the limit and what rank 0 needs: $out"
+# A rank whose rank 0 never listens (it died before, or its port was taken) stops at its own
+# rendezvous deadline, naming rank 0's address: c10d's connect alone tries twice, each for the
+# whole timeout (1,200 s for the default 600).
+synthetic_spec job.name=no-rank0 job.tasks_per_node=2 job.run_dir="$dir/no-rank0" \
+  train.rendezvous_timeout_s=15 "${small[@]}" > "$dir/no-rank0.toml"
+free=$(comm -23 <(seq 20000 32000) <(ss -Htln | awk '{print $4}' | sed 's/.*://' | sort -u) | shuf -n 1)
+started=$SECONDS
+out=$(RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$free \
+        env -u SLURM_JOB_ID timeout 120 "$worker" --spec "$dir/no-rank0.toml" 2>&1)
+status=$?
+took=$((SECONDS - started))
+echo "no rank 0: exit $status after $took s (rendezvous_timeout_s = 15)"
+[[ $status != 0 && $status != 124 ]] || fail "no rank 0: exit status $status"
+grep -Eq "^\[rank 1/2 $(hostname)\] process_group\.cpp:[0-9]+: cannot reach the rendezvous store of rank 0 at 127\.0\.0\.1:$free within 15 s" <<<"$out" \
+  || fail "no line naming rank 0's address and the deadline: $out"
+# The deadline and process start-up (a few seconds; more on a loaded machine), not twice it.
+(( took < 28 )) || fail "no rank 0: the rank took $took s to give up, its deadline is 15 s"
 echo "worker bad-input checks passed"
