@@ -11,7 +11,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../support/synthetic_spec.sh"
 # What fail prints after its message: the end of every rank's log.
 fail_context() { local f; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; }
-port() { echo $((20000 + RANDOM % 20000)); }
+# port: a port nobody listens on, below the kernel's ephemeral range (32768 and up), where Gloo's
+# pair listeners and every client socket take theirs: a random port up to 40000 was sometimes taken
+# while other worker tests ran, rank 0 refused to start and rank 1 waited for it.
+port() {
+  comm -23 <(seq 20000 32000) <(ss -Htln | awk '{print $4}' | sed 's/.*://' | sort -u) | shuf -n 1
+}
 spec() {  # spec NAME: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks
   synthetic_spec job.name="$1" job.tasks_per_node=2 job.run_dir="$work/$1" \
     data.synthetic_samples=1024 data.synthetic_image_size=16 train.epochs=2 train.batch_size=16 \
