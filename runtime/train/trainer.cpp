@@ -741,8 +741,8 @@ class Trainer {
 
   // Every rank must end with the same weights (data parallelism's invariant): each rank hashes
   // its parameters and buffers, says so on stderr ("final weights fnv1a64 0x..." or, with
-  // `when`, "weights evaluated at step N fnv1a64 0x..."), and the ranks compare the hashes; a
-  // difference is an error naming the ranks that disagree with rank 0.
+  // `evaluated_at`, "weights evaluated at step N fnv1a64 0x..."), and the ranks compare the hashes;
+  // a difference is an error naming the ranks that disagree with rank 0.
   uint64_t verify_identical_weights(std::optional<int64_t> evaluated_at = std::nullopt) {
     const uint64_t mine = weights_fingerprint(*model_);
     const std::string what = evaluated_at
