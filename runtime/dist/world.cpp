@@ -146,10 +146,8 @@ struct SlurmStep {
   int num_nodes = 1;
 };
 
-SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nodes,
-                          const std::string& nodelist_var) {
-  const std::string launcher = "srun";
-  SlurmStep step;
+// The step's size and this task's rank in it; SLURM_STEP_NUM_TASKS and SLURM_NTASKS must agree.
+View read_step_rank(const EnvMap& env) {
   const std::optional<int> step_tasks = optional_int(env, "SLURM_STEP_NUM_TASKS", 1);
   const std::optional<int> ntasks = optional_int(env, "SLURM_NTASKS", 1);
   if (!step_tasks && !ntasks) {
@@ -160,56 +158,48 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
     HPCTRAIN_THROW(rt::EnvError, "SLURM_NTASKS=" + std::to_string(*ntasks) + " disagrees with " +
                                      "SLURM_STEP_NUM_TASKS=" + std::to_string(*step_tasks));
   }
-  step.view.size_var = step_tasks ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
-  step.view.size = step_tasks ? *step_tasks : *ntasks;
-  step.view.rank_var = "SLURM_PROCID";
-  step.view.rank = required_int(env, "SLURM_PROCID", launcher);
-  if (step.view.rank >= step.view.size) {
-    HPCTRAIN_THROW(rt::EnvError, "SLURM_PROCID=" + std::to_string(step.view.rank) +
-                                     " is not below " + step.view.size_var + "=" +
-                                     std::to_string(step.view.size));
+  View view;
+  view.size_var = step_tasks ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS";
+  view.size = step_tasks ? *step_tasks : *ntasks;
+  view.rank_var = "SLURM_PROCID";
+  view.rank = required_int(env, "SLURM_PROCID", "srun");
+  if (view.rank >= view.size) {
+    HPCTRAIN_THROW(rt::EnvError, "SLURM_PROCID=" + std::to_string(view.rank) + " is not below " +
+                                     view.size_var + "=" + std::to_string(view.size));
   }
-  step.local_rank = required_int(env, "SLURM_LOCALID", launcher);
-  step.node_index = required_int(env, "SLURM_NODEID", launcher);
+  return view;
+}
 
-  // How many nodes the step has: the explicit count, else the node list.
-  const std::optional<int> num_nodes = optional_int(env, "SLURM_STEP_NUM_NODES", 1);
-  std::string nodes_var = "SLURM_STEP_NUM_NODES";
-  if (num_nodes && !nodes.empty() && static_cast<size_t>(*num_nodes) != nodes.size()) {
-    HPCTRAIN_THROW(rt::EnvError, nodelist_var + " has " + std::to_string(nodes.size()) +
-                                     " nodes but " +
-                                     "SLURM_STEP_NUM_NODES=" + std::to_string(*num_nodes));
-  }
-  if (!num_nodes) nodes_var = nodelist_var;
+// How many tasks each node of the step runs: the step's list, else the job's.
+struct TasksPerNode {
+  std::string var;
+  std::string text;
+  std::vector<int> counts;
+};
 
-  std::string tpn_var = "SLURM_STEP_TASKS_PER_NODE";
-  OptString tpn_text = lookup(env, tpn_var);
-  if (!tpn_text) {
-    tpn_var = "SLURM_TASKS_PER_NODE";
-    tpn_text = lookup(env, tpn_var);
+TasksPerNode read_tasks_per_node(const EnvMap& env) {
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    if (const OptString text = lookup(env, name)) {
+      return {name, *text, parse_tasks_per_node(name, *text)};
+    }
   }
-  if (!tpn_text) {
-    HPCTRAIN_THROW(rt::EnvError,
-                   "neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is set inside an "
-                   "srun step: the local world size is unknown");
-  }
-  const std::vector<int> per_node = parse_tasks_per_node(tpn_var, *tpn_text);
-  if (num_nodes) {
-    step.num_nodes = *num_nodes;
-  } else if (!nodes.empty()) {
-    step.num_nodes = static_cast<int>(nodes.size());
-  } else {
-    step.num_nodes = static_cast<int>(per_node.size());
-    nodes_var = tpn_var;
-  }
-  if (per_node.size() != static_cast<size_t>(step.num_nodes)) {
-    HPCTRAIN_THROW(rt::EnvError, quoted(tpn_var, *tpn_text) + " lists " +
-                                     std::to_string(per_node.size()) + " nodes but " + nodes_var +
+  HPCTRAIN_THROW(rt::EnvError,
+                 "neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is set inside an "
+                 "srun step: the local world size is unknown");
+}
+
+// The tasks-per-node list must cover the step's nodes and tasks, and this task's node and local
+// rank must lie within it. `nodes_var` names where the node count came from.
+void check_step_layout(const SlurmStep& step, const TasksPerNode& tpn,
+                       const std::string& nodes_var) {
+  if (tpn.counts.size() != static_cast<size_t>(step.num_nodes)) {
+    HPCTRAIN_THROW(rt::EnvError, quoted(tpn.var, tpn.text) + " lists " +
+                                     std::to_string(tpn.counts.size()) + " nodes but " + nodes_var +
                                      " gives " + std::to_string(step.num_nodes));
   }
-  const int64_t total = std::accumulate(per_node.begin(), per_node.end(), int64_t{0});
+  const int64_t total = std::accumulate(tpn.counts.begin(), tpn.counts.end(), int64_t{0});
   if (total != step.view.size) {
-    HPCTRAIN_THROW(rt::EnvError, quoted(tpn_var, *tpn_text) + " adds up to " +
+    HPCTRAIN_THROW(rt::EnvError, quoted(tpn.var, tpn.text) + " adds up to " +
                                      std::to_string(total) + " tasks but " + step.view.size_var +
                                      "=" + std::to_string(step.view.size));
   }
@@ -218,13 +208,43 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
                                      " is not below the " + std::to_string(step.num_nodes) +
                                      " nodes of the step (" + nodes_var + ")");
   }
-  step.local_size = per_node[static_cast<size_t>(step.node_index)];
-  if (step.local_rank >= step.local_size) {
+  const int local_size = tpn.counts[static_cast<size_t>(step.node_index)];
+  if (step.local_rank >= local_size) {
     HPCTRAIN_THROW(rt::EnvError, "SLURM_LOCALID=" + std::to_string(step.local_rank) +
-                                     " is not below the " + std::to_string(step.local_size) +
+                                     " is not below the " + std::to_string(local_size) +
                                      " tasks on node " + std::to_string(step.node_index) + " (" +
-                                     tpn_var + ")");
+                                     tpn.var + ")");
   }
+}
+
+SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nodes,
+                          const std::string& nodelist_var) {
+  SlurmStep step;
+  step.view = read_step_rank(env);
+  step.local_rank = required_int(env, "SLURM_LOCALID", "srun");
+  step.node_index = required_int(env, "SLURM_NODEID", "srun");
+
+  // How many nodes the step has: the explicit count, else the node list, else the
+  // tasks-per-node list.
+  const std::optional<int> num_nodes = optional_int(env, "SLURM_STEP_NUM_NODES", 1);
+  if (num_nodes && !nodes.empty() && static_cast<size_t>(*num_nodes) != nodes.size()) {
+    HPCTRAIN_THROW(rt::EnvError, nodelist_var + " has " + std::to_string(nodes.size()) +
+                                     " nodes but " +
+                                     "SLURM_STEP_NUM_NODES=" + std::to_string(*num_nodes));
+  }
+  const TasksPerNode tpn = read_tasks_per_node(env);
+  std::string nodes_var = "SLURM_STEP_NUM_NODES";
+  if (num_nodes) {
+    step.num_nodes = *num_nodes;
+  } else if (!nodes.empty()) {
+    step.num_nodes = static_cast<int>(nodes.size());
+    nodes_var = nodelist_var;
+  } else {
+    step.num_nodes = static_cast<int>(tpn.counts.size());
+    nodes_var = tpn.var;
+  }
+  check_step_layout(step, tpn, nodes_var);
+  step.local_size = tpn.counts[static_cast<size_t>(step.node_index)];
   return step;
 }
 
@@ -242,6 +262,208 @@ int node_position(const std::vector<std::string>& nodes, const std::string& host
     if (nodes[i] == hostname || nodes[i] == short_name) return static_cast<int>(i);
   }
   return -1;
+}
+
+// The node list: the step's when srun set one, else the allocation's. Returns the variable read.
+std::string read_nodelist(const EnvMap& env, WorldInfo& world) {
+  std::string nodelist_var = "SLURM_STEP_NODELIST";
+  OptString nodelist = lookup(env, nodelist_var);
+  if (!nodelist) {
+    nodelist_var = "SLURM_JOB_NODELIST";
+    nodelist = lookup(env, nodelist_var);
+  }
+  if (nodelist) {
+    try {
+      world.nodes = expand_nodelist(*nodelist);
+    } catch (const HostlistError& e) {
+      HPCTRAIN_THROW(rt::EnvError, nodelist_var + ": " + e.message());
+    }
+  }
+  return nodelist_var;
+}
+
+// Which launchers left their mark in the environment.
+struct Launchers {
+  bool in_job = false;
+  bool srun_step = false;
+  bool torchrun = false;
+  bool open_mpi = false;
+};
+
+Launchers find_launchers(const EnvMap& env, const WorldInfo& world) {
+  Launchers found;
+  found.in_job = has(env, "SLURM_JOB_ID");
+  found.srun_step = found.in_job && is_srun_step_id(world.step_id) && has(env, "SLURM_PROCID");
+  found.torchrun = has(env, "RANK") || has(env, "WORLD_SIZE");
+  found.open_mpi = has(env, "OMPI_COMM_WORLD_RANK") || has(env, "OMPI_COMM_WORLD_SIZE");
+  return found;
+}
+
+// A launcher's local variables without its global ones, or Slurm's rank outside an srun step,
+// is a process that would wrongly take itself for rank 0.
+void refuse_partial_launchers(const EnvMap& env, const WorldInfo& world, const Launchers& found) {
+  if (!found.torchrun) {
+    for (const char* name : {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"}) {
+      if (has(env, name))
+        HPCTRAIN_THROW(rt::EnvError, std::string(name) + " is set but RANK is not");
+    }
+  }
+  if (!found.open_mpi) {
+    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+      if (has(env, name)) {
+        HPCTRAIN_THROW(rt::EnvError, std::string(name) + " is set but OMPI_COMM_WORLD_RANK is not");
+      }
+    }
+  }
+  if (found.torchrun || found.open_mpi || found.srun_step) return;
+  if (found.in_job) {
+    // Every task of a batch script inherits SLURM_PROCID=0: started without srun, each would
+    // think it is rank 0.
+    const std::string why = !has(env, "SLURM_STEP_ID")
+                                ? "SLURM_STEP_ID is not set"
+                                : (!is_srun_step_id(world.step_id)
+                                       ? "SLURM_STEP_ID=" + world.step_id + " is not an srun step"
+                                       : "SLURM_PROCID is not set");
+    HPCTRAIN_THROW(rt::EnvError,
+                   "SLURM_JOB_ID=" + world.job_id + " is set but " + why +
+                       ": this is a batch script or salloc shell, not an srun step. Start the "
+                       "worker with srun (or torchrun/mpirun), one process per rank");
+  }
+  if (has(env, "SLURM_PROCID")) {
+    HPCTRAIN_THROW(rt::EnvError, "SLURM_PROCID is set but SLURM_JOB_ID is not: not a Slurm step");
+  }
+}
+
+// torchrun's variables, the most explicit: they set the whole world.
+View adopt_torchrun(const EnvMap& env, WorldInfo& world) {
+  world.source = EnvSource::kTorchrun;
+  const std::string launcher = "torchrun";
+  world.world_size = required_int(env, "WORLD_SIZE", launcher, 1);
+  world.rank = required_int(env, "RANK", launcher);
+  check_local("RANK", world.rank, "WORLD_SIZE", world.world_size);
+  world.local_world_size = required_int(env, "LOCAL_WORLD_SIZE", launcher, 1);
+  world.local_rank = required_int(env, "LOCAL_RANK", launcher);
+  check_local("LOCAL_RANK", world.local_rank, "LOCAL_WORLD_SIZE", world.local_world_size);
+  // torchrun starts the same number of workers on every node.
+  if (world.world_size % world.local_world_size != 0) {
+    HPCTRAIN_THROW(rt::EnvError, "WORLD_SIZE=" + std::to_string(world.world_size) +
+                                     " is not a multiple of LOCAL_WORLD_SIZE=" +
+                                     std::to_string(world.local_world_size));
+  }
+  world.num_nodes = world.world_size / world.local_world_size;
+  const std::optional<int> group = optional_int(env, "GROUP_RANK");
+  if (!group && world.num_nodes > 1) {
+    HPCTRAIN_THROW(rt::EnvError, "GROUP_RANK is not set but WORLD_SIZE/LOCAL_WORLD_SIZE gives " +
+                                     std::to_string(world.num_nodes) + " nodes");
+  }
+  world.node_index = group.value_or(0);
+  if (world.node_index >= world.num_nodes) {
+    HPCTRAIN_THROW(rt::EnvError, "GROUP_RANK=" + std::to_string(world.node_index) +
+                                     " is not below the " + std::to_string(world.num_nodes) +
+                                     " nodes (WORLD_SIZE/LOCAL_WORLD_SIZE)");
+  }
+  return {"RANK", world.rank, "WORLD_SIZE", world.world_size};
+}
+
+// mpirun's variables, checked against each other.
+struct OpenMpiWorld {
+  View view;
+  int local_rank = 0;
+  int local_size = 1;
+};
+
+OpenMpiWorld read_open_mpi(const EnvMap& env) {
+  const std::string launcher = "mpirun";
+  OpenMpiWorld mpi;
+  mpi.view = {"OMPI_COMM_WORLD_RANK", required_int(env, "OMPI_COMM_WORLD_RANK", launcher),
+              "OMPI_COMM_WORLD_SIZE", required_int(env, "OMPI_COMM_WORLD_SIZE", launcher, 1)};
+  check_local(mpi.view.rank_var, mpi.view.rank, mpi.view.size_var, mpi.view.size);
+  mpi.local_size = required_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", launcher, 1);
+  mpi.local_rank = required_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", launcher);
+  check_local("OMPI_COMM_WORLD_LOCAL_RANK", mpi.local_rank, "OMPI_COMM_WORLD_LOCAL_SIZE",
+              mpi.local_size);
+  if (mpi.local_size > mpi.view.size) {
+    HPCTRAIN_THROW(rt::EnvError,
+                   "OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(mpi.local_size) +
+                       " exceeds OMPI_COMM_WORLD_SIZE=" + std::to_string(mpi.view.size));
+  }
+  return mpi;
+}
+
+// The world from mpirun when no torchrun is above it.
+void adopt_open_mpi(const OpenMpiWorld& mpi, const std::optional<SlurmStep>& step,
+                    const std::string& nodelist_var, WorldInfo& world) {
+  world.source = EnvSource::kOpenMpi;
+  world.rank = mpi.view.rank;
+  world.world_size = mpi.view.size;
+  world.local_rank = mpi.local_rank;
+  world.local_world_size = mpi.local_size;
+  // Open MPI exports no node index (OMPI_COMM_WORLD_NODE_RANK is a per-node rank across
+  // jobs, not the node's index), so find this host in the node list.
+  if (mpi.local_size == mpi.view.size) {
+    world.num_nodes = 1;
+    world.node_index = 0;
+  } else if (step && step->view.size == mpi.view.size) {
+    world.num_nodes = step->num_nodes;  // srun started the MPI ranks itself
+    world.node_index = step->node_index;
+  } else {
+    const int position = node_position(world.nodes, world.hostname);
+    if (position < 0) {
+      HPCTRAIN_THROW(rt::EnvError,
+                     "OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(mpi.local_size) +
+                         " < OMPI_COMM_WORLD_SIZE=" + std::to_string(mpi.view.size) +
+                         " but host '" + world.hostname + "' is not in " +
+                         (world.nodes.empty() ? std::string("a Slurm node list") : nodelist_var) +
+                         ": the node index is unknown");
+    }
+    world.num_nodes = static_cast<int>(world.nodes.size());
+    world.node_index = position;
+  }
+}
+
+// The world from the srun step when no other launcher is above it.
+void adopt_slurm_step(const SlurmStep& step, WorldInfo& world) {
+  world.source = EnvSource::kSlurm;
+  world.rank = step.view.rank;
+  world.world_size = step.view.size;
+  world.local_rank = step.local_rank;
+  world.local_world_size = step.local_size;
+  world.node_index = step.node_index;
+  world.num_nodes = step.num_nodes;
+}
+
+// Two launchers describing the same set of processes must agree on the rank. A different
+// world size means one launched the other (srun one task per node, torchrun per GPU), so
+// their ranks count different things. `views` holds the most explicit first.
+void check_views_agree(const std::vector<View>& views) {
+  for (size_t i = 1; i < views.size(); ++i) {
+    if (views[i].size == views[0].size && views[i].rank != views[0].rank) {
+      HPCTRAIN_THROW(rt::EnvError, views[0].rank_var + "=" + std::to_string(views[0].rank) +
+                                       " disagrees with " + views[i].rank_var + "=" +
+                                       std::to_string(views[i].rank) + " (" + views[0].size_var +
+                                       " = " + views[i].size_var + " = " +
+                                       std::to_string(views[0].size) + ")");
+    }
+  }
+}
+
+// PMIx's rank belongs to whoever launched over PMIx: srun in a step, else mpirun, else us.
+void check_pmix_rank(const WorldInfo& world, const std::optional<SlurmStep>& step,
+                     const std::optional<View>& mpi_view, const std::vector<View>& views) {
+  if (!world.pmix_rank) return;
+  View owner{"the detected rank", world.rank, "", world.world_size};
+  if (step) {
+    owner = step->view;
+  } else if (mpi_view) {
+    owner = *mpi_view;
+  } else if (!views.empty()) {
+    owner = views[0];
+  }
+  if (*world.pmix_rank != owner.rank) {
+    HPCTRAIN_THROW(rt::EnvError, "PMIX_RANK=" + std::to_string(*world.pmix_rank) +
+                                     " disagrees with " + owner.rank_var + "=" +
+                                     std::to_string(owner.rank));
+  }
 }
 
 }  // namespace
@@ -265,178 +487,29 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
   world.hostname = hostname;
   check_job_facts(env, world);
   read_rendezvous_hints(env, world);
-
-  // The node list: the step's when srun set one, else the allocation's.
-  std::string nodelist_var = "SLURM_STEP_NODELIST";
-  OptString nodelist = lookup(env, nodelist_var);
-  if (!nodelist) {
-    nodelist_var = "SLURM_JOB_NODELIST";
-    nodelist = lookup(env, nodelist_var);
-  }
-  if (nodelist) {
-    try {
-      world.nodes = expand_nodelist(*nodelist);
-    } catch (const HostlistError& e) {
-      HPCTRAIN_THROW(rt::EnvError, nodelist_var + ": " + e.message());
-    }
-  }
-
-  const bool in_job = has(env, "SLURM_JOB_ID");
-  const bool srun_step = in_job && is_srun_step_id(world.step_id) && has(env, "SLURM_PROCID");
-  const bool torchrun = has(env, "RANK") || has(env, "WORLD_SIZE");
-  const bool open_mpi = has(env, "OMPI_COMM_WORLD_RANK") || has(env, "OMPI_COMM_WORLD_SIZE");
-
-  if (!torchrun) {
-    for (const char* name : {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"}) {
-      if (has(env, name))
-        HPCTRAIN_THROW(rt::EnvError, std::string(name) + " is set but RANK is not");
-    }
-  }
-  if (!open_mpi) {
-    for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
-      if (has(env, name)) {
-        HPCTRAIN_THROW(rt::EnvError, std::string(name) + " is set but OMPI_COMM_WORLD_RANK is not");
-      }
-    }
-  }
-  if (!torchrun && !open_mpi && !srun_step) {
-    if (in_job) {
-      // Every task of a batch script inherits SLURM_PROCID=0: started without srun, each would
-      // think it is rank 0.
-      const std::string why = !has(env, "SLURM_STEP_ID")
-                                  ? "SLURM_STEP_ID is not set"
-                                  : (!is_srun_step_id(world.step_id)
-                                         ? "SLURM_STEP_ID=" + world.step_id + " is not an srun step"
-                                         : "SLURM_PROCID is not set");
-      HPCTRAIN_THROW(rt::EnvError,
-                     "SLURM_JOB_ID=" + world.job_id + " is set but " + why +
-                         ": this is a batch script or salloc shell, not an srun step. Start the "
-                         "worker with srun (or torchrun/mpirun), one process per rank");
-    }
-    if (has(env, "SLURM_PROCID")) {
-      HPCTRAIN_THROW(rt::EnvError, "SLURM_PROCID is set but SLURM_JOB_ID is not: not a Slurm step");
-    }
-  }
+  const std::string nodelist_var = read_nodelist(env, world);
+  const Launchers found = find_launchers(env, world);
+  refuse_partial_launchers(env, world, found);
 
   std::optional<SlurmStep> step;
-  if (srun_step) step = read_slurm_step(env, world.nodes, nodelist_var);
+  if (found.srun_step) step = read_slurm_step(env, world.nodes, nodelist_var);
 
+  // The most explicit launcher sets the world; every launcher's view is cross-checked.
   std::vector<View> views;  // most explicit first
   std::optional<View> mpi_view;
-  if (torchrun) {
-    world.source = EnvSource::kTorchrun;
-    const std::string launcher = "torchrun";
-    world.world_size = required_int(env, "WORLD_SIZE", launcher, 1);
-    world.rank = required_int(env, "RANK", launcher);
-    check_local("RANK", world.rank, "WORLD_SIZE", world.world_size);
-    world.local_world_size = required_int(env, "LOCAL_WORLD_SIZE", launcher, 1);
-    world.local_rank = required_int(env, "LOCAL_RANK", launcher);
-    check_local("LOCAL_RANK", world.local_rank, "LOCAL_WORLD_SIZE", world.local_world_size);
-    // torchrun starts the same number of workers on every node.
-    if (world.world_size % world.local_world_size != 0) {
-      HPCTRAIN_THROW(rt::EnvError, "WORLD_SIZE=" + std::to_string(world.world_size) +
-                                       " is not a multiple of LOCAL_WORLD_SIZE=" +
-                                       std::to_string(world.local_world_size));
-    }
-    world.num_nodes = world.world_size / world.local_world_size;
-    const std::optional<int> group = optional_int(env, "GROUP_RANK");
-    if (!group && world.num_nodes > 1) {
-      HPCTRAIN_THROW(rt::EnvError, "GROUP_RANK is not set but WORLD_SIZE/LOCAL_WORLD_SIZE gives " +
-                                       std::to_string(world.num_nodes) + " nodes");
-    }
-    world.node_index = group.value_or(0);
-    if (world.node_index >= world.num_nodes) {
-      HPCTRAIN_THROW(rt::EnvError, "GROUP_RANK=" + std::to_string(world.node_index) +
-                                       " is not below the " + std::to_string(world.num_nodes) +
-                                       " nodes (WORLD_SIZE/LOCAL_WORLD_SIZE)");
-    }
-    views.push_back({"RANK", world.rank, "WORLD_SIZE", world.world_size});
-  }
-  if (open_mpi) {
-    const std::string launcher = "mpirun";
-    View view{"OMPI_COMM_WORLD_RANK", required_int(env, "OMPI_COMM_WORLD_RANK", launcher),
-              "OMPI_COMM_WORLD_SIZE", required_int(env, "OMPI_COMM_WORLD_SIZE", launcher, 1)};
-    check_local(view.rank_var, view.rank, view.size_var, view.size);
-    const int local_size = required_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", launcher, 1);
-    const int local_rank = required_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", launcher);
-    check_local("OMPI_COMM_WORLD_LOCAL_RANK", local_rank, "OMPI_COMM_WORLD_LOCAL_SIZE", local_size);
-    if (local_size > view.size) {
-      HPCTRAIN_THROW(rt::EnvError,
-                     "OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
-                         " exceeds OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size));
-    }
-    if (views.empty()) {
-      world.source = EnvSource::kOpenMpi;
-      world.rank = view.rank;
-      world.world_size = view.size;
-      world.local_rank = local_rank;
-      world.local_world_size = local_size;
-      // Open MPI exports no node index (OMPI_COMM_WORLD_NODE_RANK is a per-node rank across
-      // jobs, not the node's index), so find this host in the node list.
-      if (local_size == view.size) {
-        world.num_nodes = 1;
-        world.node_index = 0;
-      } else if (step && step->view.size == view.size) {
-        world.num_nodes = step->num_nodes;  // srun started the MPI ranks itself
-        world.node_index = step->node_index;
-      } else {
-        const int position = node_position(world.nodes, hostname);
-        if (position < 0) {
-          HPCTRAIN_THROW(rt::EnvError, "OMPI_COMM_WORLD_LOCAL_SIZE=" + std::to_string(local_size) +
-                                           " < OMPI_COMM_WORLD_SIZE=" + std::to_string(view.size) +
-                                           " but host '" + hostname + "' is not in " +
-                                           (world.nodes.empty() ? std::string("a Slurm node list")
-                                                                : nodelist_var) +
-                                           ": the node index is unknown");
-        }
-        world.num_nodes = static_cast<int>(world.nodes.size());
-        world.node_index = position;
-      }
-    }
-    views.push_back(view);
-    mpi_view = view;
+  if (found.torchrun) views.push_back(adopt_torchrun(env, world));
+  if (found.open_mpi) {
+    const OpenMpiWorld mpi = read_open_mpi(env);
+    if (views.empty()) adopt_open_mpi(mpi, step, nodelist_var, world);
+    views.push_back(mpi.view);
+    mpi_view = mpi.view;
   }
   if (step) {
-    if (views.empty()) {
-      world.source = EnvSource::kSlurm;
-      world.rank = step->view.rank;
-      world.world_size = step->view.size;
-      world.local_rank = step->local_rank;
-      world.local_world_size = step->local_size;
-      world.node_index = step->node_index;
-      world.num_nodes = step->num_nodes;
-    }
+    if (views.empty()) adopt_slurm_step(*step, world);
     views.push_back(step->view);
   }
-
-  // Two launchers describing the same set of processes must agree on the rank. A different
-  // world size means one launched the other (srun one task per node, torchrun per GPU), so
-  // their ranks count different things.
-  for (size_t i = 1; i < views.size(); ++i) {
-    if (views[i].size == views[0].size && views[i].rank != views[0].rank) {
-      HPCTRAIN_THROW(rt::EnvError, views[0].rank_var + "=" + std::to_string(views[0].rank) +
-                                       " disagrees with " + views[i].rank_var + "=" +
-                                       std::to_string(views[i].rank) + " (" + views[0].size_var +
-                                       " = " + views[i].size_var + " = " +
-                                       std::to_string(views[0].size) + ")");
-    }
-  }
-  // PMIx's rank belongs to whoever launched over PMIx: srun in a step, else mpirun, else us.
-  if (world.pmix_rank) {
-    View owner{"the detected rank", world.rank, "", world.world_size};
-    if (step) {
-      owner = step->view;
-    } else if (mpi_view) {
-      owner = *mpi_view;
-    } else if (!views.empty()) {
-      owner = views[0];
-    }
-    if (*world.pmix_rank != owner.rank) {
-      HPCTRAIN_THROW(rt::EnvError, "PMIX_RANK=" + std::to_string(*world.pmix_rank) +
-                                       " disagrees with " + owner.rank_var + "=" +
-                                       std::to_string(owner.rank));
-    }
-  }
+  check_views_agree(views);
+  check_pmix_rank(world, step, mpi_view, views);
   return world;
 }
 
