@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything hpctrain needs on a fresh Debian bookworm machine; safe to run again (it only
-# does what is missing).
+# does what is missing) and twice at once (the second waits for the first). apt waits for another
+# program's apt/dpkg lock, unattended upgrades say, up to HPCTRAIN_APT_WAIT_S seconds (900).
 #   - Debian packages from scripts/apt-packages.txt
 #   - the pinned torch wheel (scripts/python-requirements.txt) in a virtual environment kept
 #     outside the checkout, in $HPCTRAIN_VENV (default ~/.cache/hpctrain/venv-torch<version>),
@@ -10,6 +11,17 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
+source "$here/apt-wait.sh"
+
+# One install at a time on this machine: two would race on apt and on the shared venv below.
+lock_dir=${XDG_CACHE_HOME:-$HOME/.cache}/hpctrain
+mkdir -p "$lock_dir"
+exec {lock_fd}>> "$lock_dir/install-deps.lock"
+if ! flock -n "$lock_fd"; then
+  wait_s=${HPCTRAIN_INSTALL_WAIT_S:-3600}
+  log "another install-deps is running on this machine; waiting for it (up to $wait_s s)"
+  flock -w "$wait_s" "$lock_fd" || { log "gave up after $wait_s s waiting for the other install-deps"; exit 1; }
+fi
 
 packages() { grep -v '^\s*\(#\|$\)' "$here/apt-packages.txt"; }
 
@@ -26,8 +38,8 @@ for p in "${wanted[@]}"; do
 done
 if (( ${#missing[@]} )); then
   log "apt: installing ${missing[*]}"
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+  apt_get_waiting update -qq
+  DEBIAN_FRONTEND=noninteractive apt_get_waiting install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null
 else
   log "apt: all ${#wanted[@]} packages present"
