@@ -93,148 +93,201 @@ class Unpickler {
     while (true) {
       const size_t at = pos_;
       const uint8_t op = byte();
-      switch (op) {
-        case 0x80:  // PROTO
-          if (byte() > 5) fail("pickle protocol newer than 5");
-          break;
-        case 0x95:  // FRAME: a length prefix only
-          take(8);
-          break;
-        case '.':  // STOP
-          if (stack_.size() != 1)
-            fail("malformed pickle: stack holds " + std::to_string(stack_.size()) +
-                 " objects at STOP");
-          return stack_.back();
-        case '(':  // MARK
-          marks_.push_back(stack_.size());
-          break;
-        case ')':  // EMPTY_TUPLE
-          push(Value::make(Value::Kind::kTuple));
-          break;
-        case '}':  // EMPTY_DICT
-          push(Value::make(Value::Kind::kDict));
-          break;
-        case ']':  // EMPTY_LIST
-          push(Value::make(Value::Kind::kList));
-          break;
-        case 'N':
-          push(Value::make(Value::Kind::kNone));
-          break;
-        case 0x88:  // NEWTRUE
-        case 0x89:  // NEWFALSE
-          push(integer(Value::Kind::kBool, op == 0x88));
-          break;
-        case 'K':  // BININT1
-          push(integer(Value::Kind::kInt, byte()));
-          break;
-        case 'M':  // BININT2
-          push(integer(Value::Kind::kInt, static_cast<int64_t>(little_endian(2))));
-          break;
-        case 'J':  // BININT
-          push(integer(Value::Kind::kInt, static_cast<int32_t>(little_endian(4))));
-          break;
-        case 0x8a:  // LONG1: little-endian two's complement of n bytes
-          push(integer(Value::Kind::kInt, long1()));
-          break;
-        case 'G':  // BINFLOAT, big-endian
-          push(real());
-          break;
-        case 'X':  // BINUNICODE
-          push(string(little_endian(4)));
-          break;
-        case 0x8c:  // SHORT_BINUNICODE
-          push(string(byte()));
-          break;
-        case 0x8d:  // BINUNICODE8
-          push(string(little_endian(8)));
-          break;
-        case 'c': {  // GLOBAL "module\nname\n"
-          std::string module = line();
-          push(global(module + "." + line()));
-          break;
-        }
-        case 0x93: {  // STACK_GLOBAL
-          const ValuePtr name = pop(), module = pop();
-          if (name->kind != Value::Kind::kString || module->kind != Value::Kind::kString) {
-            fail("malformed pickle: STACK_GLOBAL of non-strings");
-          }
-          push(global(module->text + "." + name->text));
-          break;
-        }
-        case 'q':  // BINPUT
-          memo_[byte()] = top();
-          break;
-        case 'r':  // LONG_BINPUT
-          memo_[little_endian(4)] = top();
-          break;
-        case 0x94:  // MEMOIZE
-          memo_[memo_.size()] = top();
-          break;
-        case 'h':  // BINGET
-          push(memo(byte()));
-          break;
-        case 'j':  // LONG_BINGET
-          push(memo(little_endian(4)));
-          break;
-        case 't':  // TUPLE
-          push(tuple(pop_to_mark()));
-          break;
-        case 0x85:    // TUPLE1
-        case 0x86:    // TUPLE2
-        case 0x87: {  // TUPLE3
-          std::vector<ValuePtr> items(op - 0x84);
-          for (auto it = items.rbegin(); it != items.rend(); ++it) *it = pop();
-          push(tuple(std::move(items)));
-          break;
-        }
-        case 'a': {  // APPEND
-          ValuePtr item = pop();
-          container(Value::Kind::kList).items.push_back(std::move(item));
-          break;
-        }
-        case 'e': {  // APPENDS
-          std::vector<ValuePtr> items = pop_to_mark();
-          auto& list = container(Value::Kind::kList).items;
-          list.insert(list.end(), items.begin(), items.end());
-          break;
-        }
-        case 's': {  // SETITEM
-          ValuePtr value = pop(), key = pop();
-          auto& dict = container(Value::Kind::kDict).items;
-          dict.push_back(std::move(key));
-          dict.push_back(std::move(value));
-          break;
-        }
-        case 'u': {  // SETITEMS
-          std::vector<ValuePtr> items = pop_to_mark();
-          if (items.size() % 2 != 0) fail("malformed pickle: SETITEMS with an odd count");
-          auto& dict = container(Value::Kind::kDict).items;
-          dict.insert(dict.end(), items.begin(), items.end());
-          break;
-        }
-        case 'R': {  // REDUCE
-          const ValuePtr args = pop(), callable = pop();
-          push(call(*callable, *args));
-          break;
-        }
-        case 'b':  // BUILD: an OrderedDict's attributes (a state dict's _metadata); not needed
-          pop();
-          container(Value::Kind::kDict);
-          break;
-        case 'Q':  // BINPERSID
-          push(persistent_load(*pop()));
-          break;
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", op);
-          fail(std::string("unsupported pickle opcode ") + hex + " at byte " + std::to_string(at) +
-               " (only dicts of tensors are read)");
-        }
+      if (op == '.') return stop();
+      if (!(framing(op) || push_scalar(op) || memo_op(op) || build_container(op) ||
+            object_op(op))) {
+        unsupported(op, at);
       }
     }
   }
 
  private:
+  // Each opcode group below returns false for an opcode not its own.
+
+  // PROTO, FRAME and MARK: structure, no values.
+  bool framing(uint8_t op) {
+    switch (op) {
+      case 0x80:  // PROTO
+        if (byte() > 5) fail("pickle protocol newer than 5");
+        break;
+      case 0x95:  // FRAME: a length prefix only
+        take(8);
+        break;
+      case '(':  // MARK
+        marks_.push_back(stack_.size());
+        break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // None, bools, ints, floats and strings.
+  bool push_scalar(uint8_t op) {
+    switch (op) {
+      case 'N':
+        push(Value::make(Value::Kind::kNone));
+        break;
+      case 0x88:  // NEWTRUE
+      case 0x89:  // NEWFALSE
+        push(integer(Value::Kind::kBool, op == 0x88));
+        break;
+      case 'K':  // BININT1
+        push(integer(Value::Kind::kInt, byte()));
+        break;
+      case 'M':  // BININT2
+        push(integer(Value::Kind::kInt, static_cast<int64_t>(little_endian(2))));
+        break;
+      case 'J':  // BININT
+        push(integer(Value::Kind::kInt, static_cast<int32_t>(little_endian(4))));
+        break;
+      case 0x8a:  // LONG1: little-endian two's complement of n bytes
+        push(integer(Value::Kind::kInt, long1()));
+        break;
+      case 'G':  // BINFLOAT, big-endian
+        push(real());
+        break;
+      case 'X':  // BINUNICODE
+        push(string(little_endian(4)));
+        break;
+      case 0x8c:  // SHORT_BINUNICODE
+        push(string(byte()));
+        break;
+      case 0x8d:  // BINUNICODE8
+        push(string(little_endian(8)));
+        break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // The memo: PUT stores the top of the stack, GET pushes it again (an alias, not a copy).
+  bool memo_op(uint8_t op) {
+    switch (op) {
+      case 'q':  // BINPUT
+        memo_[byte()] = top();
+        break;
+      case 'r':  // LONG_BINPUT
+        memo_[little_endian(4)] = top();
+        break;
+      case 0x94:  // MEMOIZE
+        memo_[memo_.size()] = top();
+        break;
+      case 'h':  // BINGET
+        push(memo(byte()));
+        break;
+      case 'j':  // LONG_BINGET
+        push(memo(little_endian(4)));
+        break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Tuples, lists and dicts: made empty, then filled.
+  bool build_container(uint8_t op) {
+    switch (op) {
+      case ')':  // EMPTY_TUPLE
+        push(Value::make(Value::Kind::kTuple));
+        break;
+      case '}':  // EMPTY_DICT
+        push(Value::make(Value::Kind::kDict));
+        break;
+      case ']':  // EMPTY_LIST
+        push(Value::make(Value::Kind::kList));
+        break;
+      case 't':  // TUPLE
+        push(tuple(pop_to_mark()));
+        break;
+      case 0x85:    // TUPLE1
+      case 0x86:    // TUPLE2
+      case 0x87: {  // TUPLE3
+        std::vector<ValuePtr> items(op - 0x84);
+        for (auto it = items.rbegin(); it != items.rend(); ++it) *it = pop();
+        push(tuple(std::move(items)));
+        break;
+      }
+      case 'a': {  // APPEND
+        ValuePtr item = pop();
+        container(Value::Kind::kList).items.push_back(std::move(item));
+        break;
+      }
+      case 'e': {  // APPENDS
+        std::vector<ValuePtr> items = pop_to_mark();
+        auto& list = container(Value::Kind::kList).items;
+        list.insert(list.end(), items.begin(), items.end());
+        break;
+      }
+      case 's': {  // SETITEM
+        ValuePtr value = pop(), key = pop();
+        auto& dict = container(Value::Kind::kDict).items;
+        dict.push_back(std::move(key));
+        dict.push_back(std::move(value));
+        break;
+      }
+      case 'u': {  // SETITEMS
+        std::vector<ValuePtr> items = pop_to_mark();
+        if (items.size() % 2 != 0) fail("malformed pickle: SETITEMS with an odd count");
+        auto& dict = container(Value::Kind::kDict).items;
+        dict.insert(dict.end(), items.begin(), items.end());
+        break;
+      }
+      case 'b':  // BUILD: an OrderedDict's attributes (a state dict's _metadata); not needed
+        pop();
+        container(Value::Kind::kDict);
+        break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // Globals, calls of them and storage references: where tensors come from.
+  bool object_op(uint8_t op) {
+    switch (op) {
+      case 'c': {  // GLOBAL "module\nname\n"
+        std::string module = line();
+        push(global(module + "." + line()));
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        const ValuePtr name = pop(), module = pop();
+        if (name->kind != Value::Kind::kString || module->kind != Value::Kind::kString) {
+          fail("malformed pickle: STACK_GLOBAL of non-strings");
+        }
+        push(global(module->text + "." + name->text));
+        break;
+      }
+      case 'R': {  // REDUCE
+        const ValuePtr args = pop(), callable = pop();
+        push(call(*callable, *args));
+        break;
+      }
+      case 'Q':  // BINPERSID
+        push(persistent_load(*pop()));
+        break;
+      default:
+        return false;
+    }
+    return true;
+  }
+
+  // STOP: the one object left is the result.
+  ValuePtr stop() {
+    if (stack_.size() != 1)
+      fail("malformed pickle: stack holds " + std::to_string(stack_.size()) + " objects at STOP");
+    return stack_.back();
+  }
+
+  [[noreturn]] static void unsupported(uint8_t op, size_t at) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", op);
+    fail(std::string("unsupported pickle opcode ") + hex + " at byte " + std::to_string(at) +
+         " (only dicts of tensors are read)");
+  }
+
   std::string_view take(size_t n) {
     if (n > data_.size() - pos_) fail("truncated pickle (data.pkl ends early)");
     const std::string_view out = data_.substr(pos_, n);
