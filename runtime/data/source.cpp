@@ -113,6 +113,17 @@ struct ImageSource::Handle {
   // Chunks are mapped here, once: each must have been written and lie inside the file.
   void locate_pixels(const DatasetHeader& header, uint64_t file_size);
 
+  // Opens `path` for pread(2) and for HDF5; returns the file's size.
+  uint64_t open_file(bool file_locking);
+  // Reads and checks the header (format.hpp), opens /images (or /encoded and its index) and,
+  // with `direct_reads`, finds where the pixels lie. Nothing sized by the file is allocated
+  // before the header's checks pass.
+  DatasetHeader read_layout(uint64_t file_size, bool direct_reads);
+  // A read-only shared mapping of the whole file, populated now: one sequential read into the
+  // page cache, no copy into private memory, and ranks on one node share the pages. False when
+  // mmap fails (the file is then read as if not cached).
+  bool map_whole_file(uint64_t file_size);
+
   // Absolute file offset of local sample i (direct layouts only).
   uint64_t offset_of(int64_t i) const {
     if (!sample_offsets.empty()) return contiguous_offset + sample_offsets[static_cast<size_t>(i)];
@@ -165,6 +176,109 @@ void ImageSource::Handle::locate_pixels(const DatasetHeader& header, uint64_t fi
     direct = true;
   }
 }
+
+uint64_t ImageSource::Handle::open_file(bool file_locking) {
+  fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    HPCTRAIN_THROW(rt::DataError, path + ": cannot open dataset file: " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    HPCTRAIN_THROW(rt::DataError, path + ": not a regular file");
+  }
+  h5::Hid fapl = h5::check(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path);
+  h5::check(H5Pset_file_locking(fapl.get(), file_locking, /*ignore_when_disabled=*/true), path);
+  file = h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
+                   path + ": not a readable HDF5 file");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+DatasetHeader ImageSource::Handle::read_layout(uint64_t file_size, bool direct_reads) {
+  DatasetHeader header = read_header(file, path, file_size);
+  const DatasetInfo& info = header.info;
+  const bool encoded = info.encoding != Encoding::kRaw;
+  images = open_dataset(file, encoded ? kEncodedName : kImagesName, path);
+  sample_bytes = encoded ? 0 : info.sample_bytes();
+  chunk_images = info.chunk_images;
+  if (encoded) {
+    sample_offsets.resize(static_cast<size_t>(info.num_samples) + 1);
+    read_encoded_index(file, header, path, sample_offsets.data());
+  }
+  if (direct_reads) locate_pixels(header, file_size);
+  return header;
+}
+
+bool ImageSource::Handle::map_whole_file(uint64_t file_size) {
+  void* m = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (m == MAP_FAILED) return false;
+  map = static_cast<const uint8_t*>(m);
+  map_bytes = file_size;
+  return true;
+}
+
+namespace {
+
+// Adds one file's description to the dataset's: the first file sets it, the others must match
+// (encoded images may differ in size: the summary keeps the largest).
+void add_to_summary(DatasetInfo& summary, const std::vector<SourceFile>& files,
+                    const DatasetInfo& info, const std::string& path) {
+  const bool encoded = info.encoding != Encoding::kRaw;
+  if (!files.empty() && summary.encoding != info.encoding) {
+    fail(path, std::string("holds ") +
+                   (encoded ? "encoded images (format version 2)" : "pixels (format version 1)") +
+                   " but " + files.front().path + " does not (files of one dataset must match)");
+  }
+  if (!files.empty() && encoded) {
+    summary.height = std::max(summary.height, info.height);
+    summary.width = std::max(summary.width, info.width);
+  }
+  if (files.empty()) {
+    summary.encoding = info.encoding;
+    summary.height = info.height;
+    summary.width = info.width;
+    summary.channels = info.channels;
+    summary.num_classes = info.num_classes;
+    summary.class_names = info.class_names;
+    summary.chunk_images = info.chunk_images;
+    return;
+  }
+  const std::string& first_path = files.front().path;
+  if ((!encoded && (summary.height != info.height || summary.width != info.width)) ||
+      summary.channels != info.channels) {
+    fail(path, "images are " + std::to_string(info.height) + "x" + std::to_string(info.width) +
+                   "x" + std::to_string(info.channels) + " but " + first_path + " has " +
+                   std::to_string(summary.height) + "x" + std::to_string(summary.width) + "x" +
+                   std::to_string(summary.channels) + " (files of one dataset must match)");
+  }
+  if (summary.num_classes != info.num_classes || summary.class_names != info.class_names) {
+    fail(path, "class names differ from " + first_path + " (files of one dataset must match)");
+  }
+}
+
+// Per-file statistics combine by sample count; std is an approximation (the mean of the
+// per-file deviations), close enough for normalisation.
+struct PixelStatistics {
+  std::vector<double> mean_sum, std_sum;
+
+  void add(const DatasetInfo& info) {
+    if (mean_sum.empty()) {
+      mean_sum.assign(info.channels, 0.0);
+      std_sum.assign(info.channels, 0.0);
+    }
+    const auto n = static_cast<double>(info.num_samples);
+    for (int64_t c = 0; c < info.channels; ++c) {
+      mean_sum[c] += info.mean[c] * n;
+      std_sum[c] += info.std[c] * n;
+    }
+  }
+  void finish(DatasetInfo& summary) const {
+    for (size_t c = 0; c < mean_sum.size(); ++c) {
+      summary.mean.push_back(mean_sum[c] / static_cast<double>(summary.num_samples));
+      summary.std.push_back(std_sum[c] / static_cast<double>(summary.num_samples));
+    }
+  }
+};
+
+}  // namespace
 
 std::shared_ptr<ImageSource> ImageSource::synthetic(int64_t num_samples, int64_t side,
                                                     int64_t channels, int64_t num_classes,
@@ -249,117 +363,48 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
   h5::quiet();
   std::shared_ptr<ImageSource> src(new ImageSource());
   src->options_ = options;
-  const std::vector<std::string> paths = expand_paths(paths_or_globs);
-  std::vector<double> mean_sum, std_sum;
+  PixelStatistics statistics;
   int64_t cache_left = options.cache_bytes;
 
-  for (const auto& path : paths) {
+  for (const auto& path : expand_paths(paths_or_globs)) {
     auto handle = std::make_unique<Handle>();
     Handle& h = *handle;
     h.path = path;
     h.io_reads = &src->io_reads_;
-    h.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (h.fd < 0)
-      HPCTRAIN_THROW(rt::DataError, path + ": cannot open dataset file: " + errno_text(errno));
-    struct stat st {};
-    if (::fstat(h.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      HPCTRAIN_THROW(rt::DataError, path + ": not a regular file");
-    }
-    const auto file_size = static_cast<uint64_t>(st.st_size);
-
-    h5::Hid fapl = h5::check(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, path);
-    h5::check(H5Pset_file_locking(fapl.get(), options.file_locking, /*ignore_when_disabled=*/true),
-              path);
-    h.file = h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
-                       path + ": not a readable HDF5 file");
-    // The layout's rules (format.hpp); nothing sized by the file is allocated before they pass.
-    const DatasetHeader header = read_header(h.file, path, file_size);
+    const uint64_t file_size = h.open_file(options.file_locking);
+    const DatasetHeader header = h.read_layout(file_size, options.direct_reads);
     const DatasetInfo& info = header.info;
     const int64_t n = info.num_samples;
-    const bool encoded = info.encoding != Encoding::kRaw;
-    h.images = open_dataset(h.file, encoded ? kEncodedName : kImagesName, path);
-    h.sample_bytes = encoded ? 0 : info.sample_bytes();
-    h.chunk_images = info.chunk_images;
-    if (encoded) {
-      h.sample_offsets.resize(static_cast<size_t>(n) + 1);
-      read_encoded_index(h.file, header, path, h.sample_offsets.data());
-    }
-    if (options.direct_reads) h.locate_pixels(header, file_size);
-
-    // Cross-file agreement.
-    if (!src->files_.empty() && src->info_.encoding != info.encoding) {
-      fail(path, std::string("holds ") +
-                     (encoded ? "encoded images (format version 2)" : "pixels (format version 1)") +
-                     " but " + src->files_.front().path +
-                     " does not (files of one dataset must match)");
-    }
-    if (!src->files_.empty() && encoded) {
-      // Encoded images differ in size: the summary keeps the largest.
-      src->info_.height = std::max(src->info_.height, info.height);
-      src->info_.width = std::max(src->info_.width, info.width);
-    }
-    if (src->files_.empty()) {
-      src->info_.encoding = info.encoding;
-      src->info_.height = info.height;
-      src->info_.width = info.width;
-      src->info_.channels = info.channels;
-      src->info_.num_classes = info.num_classes;
-      src->info_.class_names = info.class_names;
-      src->info_.chunk_images = info.chunk_images;
-      mean_sum.assign(info.channels, 0.0);
-      std_sum.assign(info.channels, 0.0);
-    } else {
-      const DatasetInfo& first = src->info_;
-      const std::string& first_path = src->files_.front().path;
-      if ((!encoded && (first.height != info.height || first.width != info.width)) ||
-          first.channels != info.channels) {
-        fail(path, "images are " + std::to_string(info.height) + "x" + std::to_string(info.width) +
-                       "x" + std::to_string(info.channels) + " but " + first_path + " has " +
-                       std::to_string(first.height) + "x" + std::to_string(first.width) + "x" +
-                       std::to_string(first.channels) + " (files of one dataset must match)");
-      }
-      if (first.num_classes != info.num_classes || first.class_names != info.class_names) {
-        fail(path, "class names differ from " + first_path + " (files of one dataset must match)");
-      }
-    }
+    add_to_summary(src->info_, src->files_, info, path);
 
     // Labels last: the only allocation sized by N, bounded by the checks above.
     const size_t base = src->labels_.size();
     src->labels_.resize(base + static_cast<size_t>(n));
     read_labels(h.file, header, path, src->labels_.data() + base);
+    statistics.add(info);
 
-    for (int64_t c = 0; c < info.channels; ++c) {
-      mean_sum[c] += info.mean[c] * static_cast<double>(n);
-      std_sum[c] += info.std[c] * static_cast<double>(n);
-    }
+    // Held in memory when the budget allows: mapped (direct layouts), else read once.
     const uint64_t total_bytes = header.pixel_bytes();
     SourceFile file;
-    if (static_cast<int64_t>(total_bytes) <= cache_left && h.direct) {
-      // A read-only shared mapping, populated now: one sequential read into the page cache, no
-      // copy into private memory, and ranks on one node share the pages.
+    if (static_cast<int64_t>(total_bytes) <= cache_left) {
       cache_left -= static_cast<int64_t>(total_bytes);
-      void* m = ::mmap(nullptr, file_size, PROT_READ, MAP_SHARED | MAP_POPULATE, h.fd, 0);
-      if (m != MAP_FAILED) {
-        h.map = static_cast<const uint8_t*>(m);
-        h.map_bytes = file_size;
+      if (h.direct) {
+        file.cached = h.map_whole_file(file_size);
+      } else {
+        // Read through the normal path (one large read per chunk), then serve from memory.
+        std::vector<uint8_t> pixels(total_bytes);
+        if (info.encoding != Encoding::kRaw) {
+          h5::read_rows(h.images.get(), H5T_NATIVE_UINT8, 0, static_cast<int64_t>(total_bytes),
+                        pixels.data(), path + ": cannot read dataset /encoded");
+        } else {
+          src->handles_.push_back(std::move(handle));
+          src->read_file(src->handles_.size() - 1, 0, n, pixels.data());
+          handle = std::move(src->handles_.back());
+          src->handles_.pop_back();
+        }
+        h.cache = std::move(pixels);
         file.cached = true;
       }
-    } else if (static_cast<int64_t>(total_bytes) <= cache_left) {
-      cache_left -= static_cast<int64_t>(total_bytes);
-      // Read through the normal path (one large read per chunk), then serve from memory.
-      std::vector<uint8_t> pixels(total_bytes);
-      if (encoded) {
-        h5::read_rows(h.images.get(), H5T_NATIVE_UINT8, 0, static_cast<int64_t>(total_bytes),
-                      pixels.data(), path + ": cannot read dataset /encoded");
-      } else {
-        src->handles_.push_back(std::move(handle));
-        const size_t fi = src->handles_.size() - 1;
-        src->read_file(fi, 0, n, pixels.data());
-        handle = std::move(src->handles_.back());
-        src->handles_.pop_back();
-      }
-      h.cache = std::move(pixels);
-      file.cached = true;
     }
     file.path = path;
     file.first = src->info_.num_samples;
@@ -371,12 +416,7 @@ std::shared_ptr<ImageSource> ImageSource::open(const std::vector<std::string>& p
     src->files_.push_back(file);
     src->handles_.push_back(std::move(handle));
   }
-  // Per-file statistics combine by sample count; std is an approximation (the mean of the
-  // per-file deviations), close enough for normalisation.
-  for (size_t c = 0; c < mean_sum.size(); ++c) {
-    src->info_.mean.push_back(mean_sum[c] / static_cast<double>(src->info_.num_samples));
-    src->info_.std.push_back(std_sum[c] / static_cast<double>(src->info_.num_samples));
-  }
+  statistics.finish(src->info_);
   return src;
 }
 
