@@ -336,10 +336,7 @@ void sync_file(const std::string& path) {
   ::close(fd);
 }
 
-}  // namespace
-
-JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+void check_options(const JpegFolderOptions& o) {
   if (o.output.empty()) bad("folder --jpeg: no output prefix (-o)");
   if (o.quality < 1 || o.quality > 100) bad("--quality must be 1..100");
   if (o.max_side < 0 || o.max_side > data::kMaxSide) {
@@ -348,20 +345,24 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
   if (o.shards < 0 || o.shard_size < 0 || o.threads < 0) {
     bad("--shards, --shard-size and --threads take positive numbers");
   }
-  std::vector<std::string> classes;
-  const std::vector<Input> inputs = list_inputs(o, classes);
-  const auto n = static_cast<int64_t>(inputs.size());
-  const int64_t shard_size = o.shard_size > 0 ? o.shard_size : kDefaultShardSize;
-  const int64_t shards = std::min(n, o.shards > 0 ? o.shards : (n + shard_size - 1) / shard_size);
-  const std::string plan = plan_digest(o, inputs, classes, shards);
-  std::string prefix = o.output;
+}
+
+// The shards' prefix (-o less a trailing .h5), its folder created.
+std::string output_prefix(const std::string& output) {
+  std::string prefix = output;
   if (prefix.size() > 3 && prefix.compare(prefix.size() - 3, 3, ".h5") == 0) {
     prefix.resize(prefix.size() - 3);
   }
   std::error_code ec;
   const fs::path parent = fs::path(prefix).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
-  // Shards of this prefix cut another way would be read with these by a PREFIX-*.h5 glob.
+  return prefix;
+}
+
+// Shards of this prefix cut another way would be read with these by a PREFIX-*.h5 glob.
+void refuse_other_shard_counts(const std::string& prefix, int64_t shards) {
+  std::error_code ec;
+  const fs::path parent = fs::path(prefix).parent_path();
   const std::string stem = fs::path(prefix).filename().string() + "-";
   const std::string ours = shard_name("", 0, shards).substr(6);  // "-of-0000N.h5"
   for (const auto& e : fs::directory_iterator(parent.empty() ? fs::path(".") : parent, ec)) {
@@ -373,104 +374,166 @@ JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
           " (another shard count): remove those files or choose another -o");
     }
   }
+}
+
+// One output file: shard `index` of `count`, the inputs [first, last).
+struct Shard {
+  int64_t index = 0, count = 0;
+  int64_t first = 0, last = 0;
+  std::string path;
+};
+
+// Where the conversion stands, for the progress line.
+struct Tally {
+  int64_t inputs = 0;       // of the whole conversion
+  int64_t done_before = 0;  // images of shards kept or finished in this run
+  int64_t converted = 0;    // images converted in this run, and the seconds it took
+  double converted_s = 0;
+};
+
+// A shard finished by an earlier run of the same plan is kept; one of another plan is an error.
+bool keep_finished_shard(const Shard& shard, const std::string& plan, JpegFolderSummary& sum) {
+  std::error_code ec;
+  if (!fs::exists(shard.path, ec)) return false;
+  const std::string theirs = data::read_string_attribute(shard.path, "converter_plan");
+  if (theirs != plan) {
+    bad(shard.path + " was written by another conversion (plan " +
+        (theirs.empty() ? std::string("none") : theirs) + ", this one " + plan +
+        "): other inputs or options; remove it or choose another -o");
+  }
+  ++sum.shards_kept;
+  const std::string skipped = data::read_string_attribute(shard.path, "skipped_inputs");
+  sum.skipped_earlier += skipped.empty() ? 0 : std::stoll(skipped);
+  return true;
+}
+
+void print_progress(std::ostream& out, const Shard& shard, const Tally& p, int64_t done,
+                    double shard_s, size_t skipped) {
+  const double el = shard_s + p.converted_s;
+  const int64_t now_done = p.converted + done;
+  const double rate = el > 0 ? static_cast<double>(now_done) / el : 0;
+  const int64_t total_done = p.done_before + done;
+  out << "\rshard " << (shard.index + 1) << "/" << shard.count << ": " << total_done << "/"
+      << p.inputs << " images, " << static_cast<int64_t>(rate) << " images/s, ETA "
+      << format_seconds(rate > 0 ? static_cast<double>(p.inputs - total_done) / rate : -1)
+      << ", skipped " << skipped << "    " << std::flush;
+}
+
+// Converts the shard's inputs on `threads` threads (images claimed one by one), printing
+// progress to o.progress meanwhile.
+std::vector<Item> convert_shard(const Shard& shard, const std::vector<Input>& inputs,
+                                const JpegFolderOptions& o, int64_t threads, size_t skipped_before,
+                                Tally& progress) {
+  const int64_t first = shard.first, last = shard.last;
+  std::vector<Item> items(static_cast<size_t>(last - first));
+  std::atomic<int64_t> next{first}, done{0};
+  const auto shard_t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int64_t t = 0; t < std::min<int64_t>(threads, last - first); ++t) {
+    workers.emplace_back([&] {
+      for (int64_t i; (i = next.fetch_add(1)) < last;) {
+        items[static_cast<size_t>(i - first)] =
+            convert_one(inputs[static_cast<size_t>(i)].path, o.max_side, o.quality);
+        done.fetch_add(1);
+      }
+    });
+  }
+  auto last_print = shard_t0;
+  while (o.progress != nullptr && done.load() < last - first) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_print < std::chrono::milliseconds(500)) continue;
+    last_print = now;
+    print_progress(*o.progress, shard, progress, done.load(),
+                   std::chrono::duration<double>(now - shard_t0).count(), skipped_before);
+  }
+  for (auto& t : workers) t.join();
+  progress.converted_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - shard_t0).count();
+  progress.converted += last - first;
+  return items;
+}
+
+// Writes the shard's converted images to PATH.partial, counting them and the skipped inputs in
+// `sum`. False when every input was skipped: then there is no file (the format has no empty
+// files), and a rerun looks at these inputs again.
+bool write_shard(const Shard& shard, std::vector<Item>& items, const std::vector<Input>& inputs,
+                 const std::vector<std::string>& classes, const std::string& plan,
+                 JpegFolderSummary& sum) {
+  int64_t skipped_here = 0;
+  data::EncodedDatasetWriter writer(shard.path + ".partial", classes, 3,
+                                    std::string("hpctrain-data ") + kVersion);
+  for (int64_t i = shard.first; i < shard.last; ++i) {
+    Item& item = items[static_cast<size_t>(i - shard.first)];
+    const Input& in = inputs[static_cast<size_t>(i)];
+    if (!item.error.empty()) {
+      sum.skipped.emplace_back(in.path, item.error);
+      ++skipped_here;
+      continue;
+    }
+    writer.add(item.bytes.data(), item.bytes.size(), item.height, item.width, in.label);
+    writer.add_stats(item.stats);
+    sum.encoded_bytes += static_cast<int64_t>(item.bytes.size());
+    sum.pixel_bytes += static_cast<double>(item.height * item.width * 3);
+    (item.as_is ? sum.stored_as_is : sum.reencoded) += 1;
+    item = Item{};
+  }
+  if (writer.size() == 0) return false;
+  writer.set_attribute("converter_plan", plan);
+  writer.set_attribute("skipped_inputs", std::to_string(skipped_here));
+  writer.set_attribute("shard_index", shard.index);
+  writer.set_attribute("num_shards", shard.count);
+  sum.samples += writer.size();
+  writer.finish();
+  return true;
+}
+
+// PATH.partial becomes PATH once synced; the rename is made durable too.
+void publish_shard(const std::string& path) {
+  sync_file(path + ".partial");
+  std::error_code ec;
+  fs::rename(path + ".partial", path, ec);
+  if (ec) bad(path + ": cannot rename the finished shard: " + ec.message());
+  common::fsync_dir(fs::path(path).parent_path().empty() ? fs::path(".")
+                                                         : fs::path(path).parent_path());
+}
+
+}  // namespace
+
+JpegFolderSummary convert_jpeg_folder(const JpegFolderOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_options(o);
+  std::vector<std::string> classes;
+  const std::vector<Input> inputs = list_inputs(o, classes);
+  const auto n = static_cast<int64_t>(inputs.size());
+  const int64_t shard_size = o.shard_size > 0 ? o.shard_size : kDefaultShardSize;
+  const int64_t shards = std::min(n, o.shards > 0 ? o.shards : (n + shard_size - 1) / shard_size);
+  const std::string plan = plan_digest(o, inputs, classes, shards);
+  const std::string prefix = output_prefix(o.output);
+  refuse_other_shard_counts(prefix, shards);
 
   JpegFolderSummary sum;
   sum.inputs = n;
   sum.threads =
       o.threads > 0 ? o.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
-  int64_t done_before = 0;  // images of shards kept or finished in this run
-  double converted_s = 0;
-  int64_t converted = 0;
+  Tally progress;
+  progress.inputs = n;
   for (int64_t k = 0; k < shards; ++k) {
-    const int64_t first = k * n / shards, last = (k + 1) * n / shards;
-    const std::string path = shard_name(prefix, k, shards);
-    sum.outputs.push_back(path);
-    if (fs::exists(path, ec)) {
-      const std::string theirs = data::read_string_attribute(path, "converter_plan");
-      if (theirs != plan) {
-        bad(path + " was written by another conversion (plan " +
-            (theirs.empty() ? std::string("none") : theirs) + ", this one " + plan +
-            "): other inputs or options; remove it or choose another -o");
+    const Shard shard{k, shards, k * n / shards, (k + 1) * n / shards,
+                      shard_name(prefix, k, shards)};
+    sum.outputs.push_back(shard.path);
+    if (!keep_finished_shard(shard, plan, sum)) {
+      std::vector<Item> items =
+          convert_shard(shard, inputs, o, sum.threads, sum.skipped.size(), progress);
+      if (write_shard(shard, items, inputs, classes, plan, sum)) {
+        publish_shard(shard.path);
+        ++sum.shards_written;
+      } else {
+        sum.empty_shards.push_back(shard.path);
+        sum.outputs.pop_back();
       }
-      ++sum.shards_kept;
-      const std::string skipped = data::read_string_attribute(path, "skipped_inputs");
-      sum.skipped_earlier += skipped.empty() ? 0 : std::stoll(skipped);
-      done_before += last - first;
-      continue;
     }
-    std::vector<Item> items(static_cast<size_t>(last - first));
-    std::atomic<int64_t> next{first}, done{0};
-    const auto shard_t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (int64_t t = 0; t < std::min<int64_t>(sum.threads, last - first); ++t) {
-      threads.emplace_back([&] {
-        for (int64_t i; (i = next.fetch_add(1)) < last;) {
-          items[static_cast<size_t>(i - first)] =
-              convert_one(inputs[static_cast<size_t>(i)].path, o.max_side, o.quality);
-          done.fetch_add(1);
-        }
-      });
-    }
-    auto last_print = shard_t0;
-    while (o.progress != nullptr && done.load() < last - first) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (std::chrono::steady_clock::now() - last_print < std::chrono::milliseconds(500)) continue;
-      last_print = std::chrono::steady_clock::now();
-      const double el =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - shard_t0).count() +
-          converted_s;
-      const int64_t now_done = converted + done.load();
-      const double rate = el > 0 ? static_cast<double>(now_done) / el : 0;
-      const int64_t total_done = done_before + done.load();
-      *o.progress << "\rshard " << (k + 1) << "/" << shards << ": " << total_done << "/" << n
-                  << " images, " << static_cast<int64_t>(rate) << " images/s, ETA "
-                  << format_seconds(rate > 0 ? static_cast<double>(n - total_done) / rate : -1)
-                  << ", skipped " << sum.skipped.size() << "    " << std::flush;
-    }
-    for (auto& t : threads) t.join();
-    converted_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - shard_t0).count();
-    converted += last - first;
-
-    int64_t skipped_here = 0;
-    data::EncodedDatasetWriter writer(path + ".partial", classes, 3,
-                                      std::string("hpctrain-data ") + kVersion);
-    for (int64_t i = first; i < last; ++i) {
-      Item& item = items[static_cast<size_t>(i - first)];
-      const Input& in = inputs[static_cast<size_t>(i)];
-      if (!item.error.empty()) {
-        sum.skipped.emplace_back(in.path, item.error);
-        ++skipped_here;
-        continue;
-      }
-      writer.add(item.bytes.data(), item.bytes.size(), item.height, item.width, in.label);
-      writer.add_stats(item.stats);
-      sum.encoded_bytes += static_cast<int64_t>(item.bytes.size());
-      sum.pixel_bytes += static_cast<double>(item.height * item.width * 3);
-      (item.as_is ? sum.stored_as_is : sum.reencoded) += 1;
-      item = Item{};
-    }
-    if (writer.size() == 0) {
-      // Every input of the shard was skipped: no file (the format has no empty files); a rerun
-      // looks at these inputs again.
-      sum.empty_shards.push_back(path);
-      sum.outputs.pop_back();
-      done_before += last - first;
-      continue;
-    }
-    writer.set_attribute("converter_plan", plan);
-    writer.set_attribute("skipped_inputs", std::to_string(skipped_here));
-    writer.set_attribute("shard_index", k);
-    writer.set_attribute("num_shards", shards);
-    sum.samples += writer.size();
-    writer.finish();
-    sync_file(path + ".partial");
-    fs::rename(path + ".partial", path, ec);
-    if (ec) bad(path + ": cannot rename the finished shard: " + ec.message());
-    common::fsync_dir(fs::path(path).parent_path().empty() ? fs::path(".")
-                                                           : fs::path(path).parent_path());
-    ++sum.shards_written;
-    done_before += last - first;
+    progress.done_before += shard.last - shard.first;
   }
   if (o.progress != nullptr) *o.progress << "\n";
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

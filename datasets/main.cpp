@@ -9,7 +9,10 @@
 // for inspect) or a usage error.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -18,46 +21,65 @@
 
 namespace ds = hpctrain::datasets;
 
-int main(int argc, char** argv) {
-  CLI::App app{"Convert image datasets into the hpctrain HDF5 layout (docs/dataset-format.md)"};
-  app.set_version_flag("--version", std::string("hpctrain-data ") + hpctrain::kVersion);
-  app.require_subcommand(1);
+namespace {
+
+// Every option of every subcommand, as CLI11 fills them.
+struct Args {
   ds::ConvertOptions opts;
-  opts.progress = &std::cerr;
   std::string output;
   bool quiet = false;
-  auto common = [&](CLI::App* sub) {
-    sub->add_option("-o,--output", output, "Output HDF5 file")->required();
-    sub->add_option("--chunk-images", opts.chunk_images, "Images per HDF5 chunk (default: auto)");
-    sub->add_option("--class-names", opts.class_names, "Class names in label order")
-        ->delimiter(',');
-    sub->add_flag("-q,--quiet", quiet, "No progress bar");
-  };
-
-  std::string images, labels;
+  std::string images, labels;  // idx
   bool fashion = false;
-  auto* idx = app.add_subcommand("idx", "MNIST / Fashion-MNIST IDX files (.gz or plain)");
-  idx->add_option("--images", images, "IDX images file")->required();
-  idx->add_option("--labels", labels, "IDX labels file")->required();
-  idx->add_flag("--fashion", fashion, "Use the Fashion-MNIST class names");
-  common(idx);
-
-  std::vector<std::string> batches;
-  auto* cifar = app.add_subcommand("cifar10", "CIFAR-10 binary batches");
-  cifar->add_option("batches", batches, "data_batch_N.bin / test_batch.bin files")->required();
-  common(cifar);
-
-  std::string root;
-  int64_t size = 0, channels = 3;
-  auto* folder = app.add_subcommand("folder", "An image folder tree root/class_name/*.jpg|png");
-  folder->add_option("root", root, "Root directory")->required();
-  folder->add_option("--size", size,
-                     "Output side length (shorter side resized, center crop); pixel files");
-  folder->add_option("--channels", channels, "1 (grey) or 3 (RGB)");
-  common(folder);
-  ds::JpegFolderOptions jpeg;
+  std::vector<std::string> batches;  // cifar10
+  std::string root;                  // folder
+  int64_t size = 0, channels = 3;    // folder, synthetic
+  ds::JpegFolderOptions jpeg;        // folder --jpeg
   bool use_jpeg = false;
-  folder->add_flag("--jpeg", use_jpeg,
+  int64_t samples = 0, classes = 10;  // synthetic
+  uint64_t seed = 0;
+  std::vector<std::string> files;  // inspect
+  bool full = false, locking = false;
+};
+
+// The subcommands, to ask which one was given.
+struct Subcommands {
+  CLI::App *idx, *cifar, *folder, *synth, *insp;
+};
+
+// The options every converter that writes one file shares.
+void add_output_options(CLI::App* sub, Args& a) {
+  sub->add_option("-o,--output", a.output, "Output HDF5 file")->required();
+  sub->add_option("--chunk-images", a.opts.chunk_images, "Images per HDF5 chunk (default: auto)");
+  sub->add_option("--class-names", a.opts.class_names, "Class names in label order")
+      ->delimiter(',');
+  sub->add_flag("-q,--quiet", a.quiet, "No progress bar");
+}
+
+CLI::App* add_idx(CLI::App& app, Args& a) {
+  auto* idx = app.add_subcommand("idx", "MNIST / Fashion-MNIST IDX files (.gz or plain)");
+  idx->add_option("--images", a.images, "IDX images file")->required();
+  idx->add_option("--labels", a.labels, "IDX labels file")->required();
+  idx->add_flag("--fashion", a.fashion, "Use the Fashion-MNIST class names");
+  add_output_options(idx, a);
+  return idx;
+}
+
+CLI::App* add_cifar10(CLI::App& app, Args& a) {
+  auto* cifar = app.add_subcommand("cifar10", "CIFAR-10 binary batches");
+  cifar->add_option("batches", a.batches, "data_batch_N.bin / test_batch.bin files")->required();
+  add_output_options(cifar, a);
+  return cifar;
+}
+
+CLI::App* add_folder(CLI::App& app, Args& a) {
+  auto* folder = app.add_subcommand("folder", "An image folder tree root/class_name/*.jpg|png");
+  folder->add_option("root", a.root, "Root directory")->required();
+  folder->add_option("--size", a.size,
+                     "Output side length (shorter side resized, center crop); pixel files");
+  folder->add_option("--channels", a.channels, "1 (grey) or 3 (RGB)");
+  add_output_options(folder, a);
+  ds::JpegFolderOptions& jpeg = a.jpeg;
+  folder->add_flag("--jpeg", a.use_jpeg,
                    "Encoded JPEG samples (format version 2), sharded: -o is the shards' prefix");
   folder->add_option("--max-side", jpeg.max_side,
                      "--jpeg: longer side of re-encoded images; larger JPEGs are re-encoded "
@@ -72,69 +94,91 @@ int main(int argc, char** argv) {
                      "--jpeg: ROOT is a flat folder; FILE has lines 'IMAGE CLASS'");
   folder->add_option("--classes-from", jpeg.classes_from,
                      "--jpeg --val-labels: the class list is this folder's sorted subfolders");
+  return folder;
+}
 
-  int64_t samples = 0, classes = 10;
-  uint64_t seed = 0;
+CLI::App* add_synthetic(CLI::App& app, Args& a) {
   auto* synth = app.add_subcommand("synthetic", "Random images and labels (for benchmarks)");
-  synth->add_option("--samples", samples, "Number of images")->required();
-  synth->add_option("--size", size, "Side length")->required();
-  synth->add_option("--channels", channels, "Channels (1..4)");
-  synth->add_option("--classes", classes, "Number of classes");
-  synth->add_option("--seed", seed, "Seed (the same seed writes the same file)");
-  common(synth);
+  synth->add_option("--samples", a.samples, "Number of images")->required();
+  synth->add_option("--size", a.size, "Side length")->required();
+  synth->add_option("--channels", a.channels, "Channels (1..4)");
+  synth->add_option("--classes", a.classes, "Number of classes");
+  synth->add_option("--seed", a.seed, "Seed (the same seed writes the same file)");
+  add_output_options(synth, a);
+  return synth;
+}
 
-  std::vector<std::string> files;
-  bool full = false, locking = false;
+CLI::App* add_inspect(CLI::App& app, Args& a) {
   auto* insp = app.add_subcommand("inspect", "Validate files against the format and summarise");
-  insp->add_option("files", files, "Dataset files")->required();
-  insp->add_flag("--full", full, "Also read every image");
-  insp->add_flag("--file-locking", locking, "Use HDF5 file locking");
+  insp->add_option("files", a.files, "Dataset files")->required();
+  insp->add_flag("--full", a.full, "Also read every image");
+  insp->add_flag("--file-locking", a.locking, "Use HDF5 file locking");
+  return insp;
+}
 
+// Every file is inspected; an invalid one is reported and makes the exit code kExitBadInput.
+int inspect_files(const Args& a) {
+  int failures = 0;
+  for (const auto& f : a.files) {
+    try {
+      ds::inspect(f, a.full, a.locking, std::cout);
+    } catch (const hpctrain::rt::DataError& e) {
+      std::cout << f << ": INVALID: " << e.what() << "\n";
+      ++failures;
+    }
+  }
+  return failures == 0 ? hpctrain::kExitOk : hpctrain::kExitBadInput;
+}
+
+// Runs the converter the command line names and prints its summary.
+int convert(Args& a, const Subcommands& sub) {
+  ds::ConvertSummary summary;
+  if (sub.idx->parsed()) summary = ds::convert_idx(a.images, a.labels, a.output, a.opts);
+  if (sub.cifar->parsed()) summary = ds::convert_cifar10(a.batches, a.output, a.opts);
+  if (sub.folder->parsed() && a.use_jpeg) {
+    a.jpeg.root = a.root;
+    a.jpeg.output = a.output;
+    a.jpeg.class_names = a.opts.class_names;
+    a.jpeg.progress = a.opts.progress;
+    const ds::JpegFolderSummary s = ds::convert_jpeg_folder(a.jpeg);
+    ds::print_summary(std::cout, s);
+    return hpctrain::kExitOk;
+  }
+  if (sub.folder->parsed()) {
+    if (a.size < 1) {
+      std::cerr << "hpctrain-data: error: folder: --size is required (or --jpeg)\n";
+      return hpctrain::kExitBadInput;
+    }
+    summary = ds::convert_image_folder(a.root, a.output, a.size, a.channels, a.opts);
+  }
+  if (sub.synth->parsed()) {
+    summary =
+        ds::convert_synthetic(a.samples, a.size, a.channels, a.classes, a.seed, a.output, a.opts);
+  }
+  ds::print_summary(std::cout, summary);
+  return hpctrain::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Convert image datasets into the hpctrain HDF5 layout (docs/dataset-format.md)"};
+  app.set_version_flag("--version", std::string("hpctrain-data ") + hpctrain::kVersion);
+  app.require_subcommand(1);
+  Args a;
+  a.opts.progress = &std::cerr;
+  const Subcommands sub{add_idx(app, a), add_cifar10(app, a), add_folder(app, a),
+                        add_synthetic(app, a), add_inspect(app, a)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? hpctrain::kExitOk : hpctrain::kExitBadInput;
   }
-  if (quiet) opts.progress = nullptr;
-  if (fashion) opts.class_names = ds::fashion_mnist_classes();
+  if (a.quiet) a.opts.progress = nullptr;
+  if (a.fashion) a.opts.class_names = ds::fashion_mnist_classes();
 
   try {
-    if (insp->parsed()) {
-      int failures = 0;
-      for (const auto& f : files) {
-        try {
-          ds::inspect(f, full, locking, std::cout);
-        } catch (const hpctrain::rt::DataError& e) {
-          std::cout << f << ": INVALID: " << e.what() << "\n";
-          ++failures;
-        }
-      }
-      return failures == 0 ? hpctrain::kExitOk : hpctrain::kExitBadInput;
-    }
-    ds::ConvertSummary summary;
-    if (idx->parsed()) summary = ds::convert_idx(images, labels, output, opts);
-    if (cifar->parsed()) summary = ds::convert_cifar10(batches, output, opts);
-    if (folder->parsed() && use_jpeg) {
-      jpeg.root = root;
-      jpeg.output = output;
-      jpeg.class_names = opts.class_names;
-      jpeg.progress = opts.progress;
-      const ds::JpegFolderSummary s = ds::convert_jpeg_folder(jpeg);
-      ds::print_summary(std::cout, s);
-      return hpctrain::kExitOk;
-    }
-    if (folder->parsed()) {
-      if (size < 1) {
-        std::cerr << "hpctrain-data: error: folder: --size is required (or --jpeg)\n";
-        return hpctrain::kExitBadInput;
-      }
-      summary = ds::convert_image_folder(root, output, size, channels, opts);
-    }
-    if (synth->parsed()) {
-      summary = ds::convert_synthetic(samples, size, channels, classes, seed, output, opts);
-    }
-    ds::print_summary(std::cout, summary);
-    return hpctrain::kExitOk;
+    return sub.insp->parsed() ? inspect_files(a) : convert(a, sub);
   } catch (const hpctrain::rt::DataError& e) {
     std::cerr << "hpctrain-data: error: " << e.what() << "\n";
     return hpctrain::kExitBadInput;
