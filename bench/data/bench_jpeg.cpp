@@ -38,12 +38,15 @@ int threads_in_process() {
   return n;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   std::string pattern;
   int64_t threads = 2, batch = 64, images = 4000, image_size = 224;
   bool use_float = false;
+};
+
+// The command line; exits 2 on a usage error.
+Options parse_args(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -54,47 +57,58 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--data") {
-      pattern = next();
+      o.pattern = next();
     } else if (a == "--threads") {
-      threads = std::stoll(next());
+      o.threads = std::stoll(next());
     } else if (a == "--batch") {
-      batch = std::stoll(next());
+      o.batch = std::stoll(next());
     } else if (a == "--images") {
-      images = std::stoll(next());
+      o.images = std::stoll(next());
     } else if (a == "--image-size") {
-      image_size = std::stoll(next());
+      o.image_size = std::stoll(next());
     } else if (a == "--float") {
-      use_float = true;
+      o.use_float = true;
     } else {
       std::cerr << "bench_jpeg: unknown argument " << a << "\n";
-      return 2;
+      std::exit(2);
     }
   }
-  if (pattern.empty()) {
+  if (o.pattern.empty()) {
     std::cerr << "bench_jpeg: --data GLOB is required\n";
-    return 2;
+    std::exit(2);
   }
-  const auto t_start = std::chrono::steady_clock::now();
-  const auto source = data::ImageSource::open({pattern});
+  return o;
+}
+
+data::LoaderConfig loader_config(const Options& o) {
   data::LoaderConfig c;
-  c.batch_size = batch;
-  c.workers = threads;
+  c.batch_size = o.batch;
+  c.workers = o.threads;
   c.prefetch_batches = 2;
   c.seed = 1;
   c.shuffle = true;
   c.transform.train = true;
   c.transform.augment = data::Augment::kRandomResizedCrop;
-  c.transform.image_size = image_size;
+  c.transform.image_size = o.image_size;
   // uint8 NHWC: what the GPU path gets; float32 NCHW normalised: the CPU path.
-  c.transform.output = use_float ? data::OutputType::kFloat32 : data::OutputType::kUint8;
-  c.transform.layout = use_float ? data::Layout::kNCHW : data::Layout::kNHWC;
-  data::Loader loader(source, c);
+  c.transform.output = o.use_float ? data::OutputType::kFloat32 : data::OutputType::kUint8;
+  c.transform.layout = o.use_float ? data::Layout::kNCHW : data::Layout::kNHWC;
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_args(argc, argv);
+  const auto t_start = std::chrono::steady_clock::now();
+  const auto source = data::ImageSource::open({o.pattern});
+  data::Loader loader(source, loader_config(o));
 
   int64_t epoch = 0, delivered = 0, timed = 0, warm = 0, peak_threads = 0;
   uint64_t checksum = 0;
   std::chrono::steady_clock::time_point t_timed;
   loader.start_epoch(epoch);
-  while (timed < images) {
+  while (timed < o.images) {
     auto b = loader.next();
     if (!b) {
       loader.start_epoch(++epoch);
@@ -117,10 +131,10 @@ int main(int argc, char** argv) {
       "{\"peer\":\"hpctrain\",\"threads\":%lld,\"process_threads\":%lld,\"images\":%lld,"
       "\"images_per_s\":%.1f,\"images_per_s_incl_start\":%.1f,\"peak_rss_mib\":%.1f,"
       "\"read_s\":%.2f,\"transform_s\":%.2f,\"epochs\":%lld,\"output\":\"%s\",\"checksum\":%llu}\n",
-      static_cast<long long>(threads), static_cast<long long>(peak_threads),
+      static_cast<long long>(o.threads), static_cast<long long>(peak_threads),
       static_cast<long long>(timed), static_cast<double>(timed) / timed_s,
       static_cast<double>(delivered) / all_s, static_cast<double>(ru.ru_maxrss) / 1024.0, st.read_s,
-      st.transform_s, static_cast<long long>(epoch + 1), use_float ? "float32_nchw" : "uint8_nhwc",
-      static_cast<unsigned long long>(checksum));
+      st.transform_s, static_cast<long long>(epoch + 1),
+      o.use_float ? "float32_nchw" : "uint8_nhwc", static_cast<unsigned long long>(checksum));
   return 0;
 }

@@ -123,15 +123,21 @@ int randread(const std::string& path, int64_t bytes, int64_t threads, bool cold)
   return 0;
 }
 
-int load(const std::string& path, int argc, char** argv) {
+// load's settings: the loader's, the source's, and how to run.
+struct LoadOptions {
   hd::LoaderConfig cfg;
+  hd::SourceOptions sopts;
+  int64_t epochs = 1;
+  bool cold = false;
+};
+
+// False, having said why, on an unknown option.
+bool parse_load_options(int argc, char** argv, LoadOptions& o) {
+  hd::LoaderConfig& cfg = o.cfg;
   cfg.workers = 2;
   cfg.batch_size = 256;
   cfg.prefetch_batches = 4;
   cfg.seed = 7;
-  hd::SourceOptions sopts;
-  int64_t epochs = 1;
-  bool cold = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -142,21 +148,21 @@ int load(const std::string& path, int argc, char** argv) {
     else if (a == "--image-size")
       cfg.transform.image_size = std::stoll(val());
     else if (a == "--epochs")
-      epochs = std::stoll(val());
+      o.epochs = std::stoll(val());
     else if (a == "--no-shuffle")
       cfg.shuffle = false;
     else if (a == "--hdf5-reads")
-      sopts.direct_reads = false;
+      o.sopts.direct_reads = false;
     else if (a == "--no-readahead")
       cfg.readahead = false;
     else if (a == "--readahead-batches")
       cfg.readahead_batches = std::stoll(val());
     else if (a == "--no-coalesce")
-      sopts.coalesce_reads = false;
+      o.sopts.coalesce_reads = false;
     else if (a == "--no-cache")
-      sopts.cache_bytes = 0;
+      o.sopts.cache_bytes = 0;
     else if (a == "--cold")
-      cold = true;
+      o.cold = true;
     else if (a == "--output")
       cfg.transform.output = val() == "uint8" ? hd::OutputType::kUint8 : hd::OutputType::kFloat32;
     else if (a == "--layout")
@@ -168,9 +174,19 @@ int load(const std::string& path, int argc, char** argv) {
                                                            : hd::Augment::kNone;
     } else {
       std::cerr << "unknown option " << a << "\n";
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+int load(const std::string& path, int argc, char** argv) {
+  LoadOptions o;
+  if (!parse_load_options(argc, argv, o)) return 2;
+  const hd::LoaderConfig& cfg = o.cfg;
+  const hd::SourceOptions& sopts = o.sopts;
+  const int64_t epochs = o.epochs;
+  const bool cold = o.cold;
   if (cold) evict(path);
   const double t_open = now_s();
   auto src = hd::ImageSource::open({path}, sopts);
