@@ -103,7 +103,7 @@ def descendants(pid):
     return out
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--side", required=True)
@@ -115,7 +115,185 @@ def main():
     ap.add_argument("--timeout-s", type=float, default=400)
     ap.add_argument("--mem-floor-mib", type=float, default=4096)
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def start_ranks(a, cmd, port, base_env):
+    """The processes as (rank, Popen): torchrun once, or one per rank."""
+    procs = []
+    if a.torchrun:
+        argv = [a.python, "-m", "torch.distributed.run", f"--nproc-per-node={a.n}", "--nnodes=1",
+                "--master-addr=127.0.0.1", f"--master-port={port}"] + cmd
+        # Its own session, so that a kill reaches the ranks it started too.
+        err = open(os.path.join(a.logs, "torchrun.err"), "w")
+        procs.append((0, subprocess.Popen(argv, env=base_env, stdout=subprocess.PIPE,
+                                          stderr=err, start_new_session=True)))
+        return procs
+    # Rank 0 last, as bench/dist does: the others wait for its store in their connect retry.
+    for rank in list(range(1, a.n)) + [0]:
+        env = dict(base_env, RANK=str(rank), WORLD_SIZE=str(a.n), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(a.n))
+        err = open(os.path.join(a.logs, f"rank-{rank}.err"), "w")
+        # Rank 0's stdout line-buffered (through stdbuf for the worker) to time its first line.
+        argv = (["stdbuf", "-oL"] + cmd) if rank == 0 else cmd
+        out = subprocess.PIPE if rank == 0 else subprocess.DEVNULL
+        procs.append((rank, subprocess.Popen(argv, env=env, stdout=out, stderr=err)))
+        err.close()
+    return procs
+
+
+class Watch:
+    """The threads beside the running ranks: rank 0's output, the store (--observe-hosts), and
+    samples of memory and threads that also kill the run past its memory floor or timeout."""
+
+    def __init__(self, a, procs, port, t0, base_avail):
+        self.a, self.procs, self.port, self.t0 = a, procs, port, t0
+        self.rank0 = [p for r, p in procs if r == 0][0]
+        self.last = [p for r, p in procs if r == a.n - 1][0] if not a.torchrun else None
+        self.lines = []
+        self.first_line = None
+        self.pss = {}
+        self.rendezvous = None
+        self.state = {"min_avail": base_avail, "threads": 0, "private": 0.0, "aborted": None}
+        self.done = threading.Event()
+        self.reader = threading.Thread(target=self.read_rank0, daemon=True)
+
+    def start(self):
+        self.reader.start()
+        if self.a.observe_hosts:
+            threading.Thread(target=self.observe_hosts, daemon=True).start()
+        threading.Thread(target=self.sample, daemon=True).start()
+
+    def stop(self):
+        self.done.set()
+        self.reader.join(timeout=5)
+
+    def read_rank0(self):
+        for raw in self.rank0.stdout:
+            if self.first_line is None:
+                self.first_line = time.monotonic() - self.t0
+                self.measure_pss()
+            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def measure_pss(self):
+        # Every rank is past the checks and the barrier: what they hold now, shared pages
+        # divided among the processes that map them (the ranks are still waiting on rank 0's
+        # next collective, so none exits meanwhile).
+        pids = [p.pid for _, p in self.procs]
+        if self.a.torchrun:
+            pids = descendants(self.rank0.pid)
+        got = [x for x in (rollup(pid) for pid in pids) if x]
+        if got:
+            self.pss["pss_total_mb"] = round(sum(x[0] for x in got))
+            self.pss["pss_per_rank_mb"] = round(sum(x[0] for x in got) / len(got))
+            self.pss["anon_per_rank_mb"] = round(sum(x[1] for x in got) / len(got))
+            self.pss["pss_processes"] = len(got)
+
+    def observe_hosts(self):
+        import datetime
+        import torch.distributed as dist
+        keys = [f"host/{r}" for r in range(self.a.n)]
+        try:
+            store = dist.TCPStore("127.0.0.1", self.port, is_master=False,
+                                  timeout=datetime.timedelta(seconds=self.a.timeout_s),
+                                  wait_for_workers=False)
+            while self.rendezvous is None:
+                if store.check(keys):
+                    self.rendezvous = time.monotonic() - self.t0
+                    break
+                time.sleep(0.02)
+        except Exception:  # rank 0 gone before it was seen: leave it unknown
+            pass
+
+    def kill_all(self):
+        for _, p in self.procs:
+            try:
+                if self.a.torchrun:
+                    os.killpg(p.pid, signal.SIGKILL)
+                else:
+                    p.kill()
+            except OSError:
+                pass
+
+    def sample(self):
+        a, state = self.a, self.state
+        while not self.done.is_set():
+            avail = mem_available_mib()
+            state["min_avail"] = min(state["min_avail"], avail)
+            th = status_field(self.rank0.pid, "Threads")
+            if th and not a.torchrun:
+                state["threads"] = max(state["threads"], th)
+            if self.last is not None:
+                pm = private_mib(self.last.pid)
+                if pm:
+                    state["private"] = max(state["private"], pm)
+            if avail < a.mem_floor_mib and state["aborted"] is None:
+                state["aborted"] = f"MemAvailable fell to {avail:.0f} MiB (floor {a.mem_floor_mib:.0f})"
+                self.kill_all()
+            if time.monotonic() - self.t0 > a.timeout_s and state["aborted"] is None:
+                state["aborted"] = f"timed out after {a.timeout_s:.0f} s"
+                self.kill_all()
+            time.sleep(0.2)
+
+
+def wait_all(procs, t0):
+    """Per rank: peak RSS (MiB), CPU seconds, exit code and exit time since t0."""
+    by_pid = {p.pid: r for r, p in procs}
+    rss, codes, exit_at, cpu = {}, {}, {}, {}
+    while len(codes) < len(procs):
+        pid, status, ru = os.wait4(-1, 0)
+        if pid not in by_pid:
+            continue
+        r = by_pid[pid]
+        rss[r] = ru.ru_maxrss / 1024
+        cpu[r] = ru.ru_utime + ru.ru_stime
+        codes[r] = os.waitstatus_to_exitcode(status)
+        exit_at[r] = time.monotonic() - t0
+    return rss, cpu, codes, exit_at
+
+
+def add_peer_records(rec, a):
+    """The peer's own records (times since t0, RSS, threads)."""
+    peer = []
+    for r in range(a.n):
+        path = os.path.join(a.logs, f"peer-{r}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                peer.append(json.load(f))
+    if not peer:
+        return
+    by = {p["rank"]: p for p in peer}
+    r0 = by.get(0, {})
+    for k in ("import", "init", "first_all_reduce", "checked"):
+        if k in r0:
+            rec[f"peer_rank0_{k}_s"] = round(r0[k], 3)
+    rec["peer_init_max_s"] = round(max(p["init"] for p in peer), 3)
+    if a.torchrun:
+        cpus = sorted(p["cpu_s"] for p in peer)
+        rec.update({"cpu_s_rank0": round(by[0]["cpu_s"], 3) if 0 in by else None,
+                    "cpu_s_p50": round(cpus[len(cpus) // 2], 3),
+                    "cpu_s_total": round(sum(cpus), 2)})
+        vals = sorted(p["maxrss_kb"] / 1024 for p in peer)
+        rec.update({"maxrss_mb_p50": round(vals[len(vals) // 2]),
+                    "maxrss_mb_max": round(vals[-1]),
+                    "threads": max(p["threads"] for p in peer)})
+    else:
+        rec["peer_threads_at_end"] = r0.get("threads")
+
+
+def first_error(logs):
+    """The last line of the first ranks' stderr file that has one, or None."""
+    for name in sorted(os.listdir(logs)):
+        if name.endswith(".err"):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                text = [l.strip() for l in f if l.strip()]
+            if text:
+                return f"{name}: {text[-1][:300]}"
+    return None
+
+
+def main():
+    a = parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
     n = a.n
     os.makedirs(a.logs, exist_ok=True)
@@ -128,176 +306,38 @@ def main():
     base_env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                     SCALE_T0=repr(t0_wall), SCALE_OUT=a.logs)
     t0 = time.monotonic()
-    procs = []  # (rank, Popen)
-    if a.torchrun:
-        argv = [a.python, "-m", "torch.distributed.run", f"--nproc-per-node={n}", "--nnodes=1",
-                "--master-addr=127.0.0.1", f"--master-port={port}"] + cmd
-        # Its own session, so that a kill reaches the ranks it started too.
-        err = open(os.path.join(a.logs, "torchrun.err"), "w")
-        procs.append((0, subprocess.Popen(argv, env=base_env, stdout=subprocess.PIPE,
-                                          stderr=err, start_new_session=True)))
-    else:
-        # Rank 0 last, as bench/dist does: the others wait for its store in their connect retry.
-        for rank in list(range(1, n)) + [0]:
-            env = dict(base_env, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank),
-                       LOCAL_WORLD_SIZE=str(n))
-            err = open(os.path.join(a.logs, f"rank-{rank}.err"), "w")
-            # Rank 0's stdout line-buffered (through stdbuf for the worker) to time its first line.
-            argv = (["stdbuf", "-oL"] + cmd) if rank == 0 else cmd
-            out = subprocess.PIPE if rank == 0 else subprocess.DEVNULL
-            procs.append((rank, subprocess.Popen(argv, env=env, stdout=out, stderr=err)))
-            err.close()
+    procs = start_ranks(a, cmd, port, base_env)
     started_s = time.monotonic() - t0
-    rank0 = [p for r, p in procs if r == 0][0]
-    last = [p for r, p in procs if r == n - 1][0] if not a.torchrun else None
-
-    lines = []
-    first_line = [None]
-    pss = {}
-
-    def read_rank0():
-        for raw in rank0.stdout:
-            if first_line[0] is None:
-                first_line[0] = time.monotonic() - t0
-                # Every rank is past the checks and the barrier: what they hold now, shared
-                # pages divided among the processes that map them (the ranks are still waiting
-                # on rank 0's next collective, so none exits meanwhile).
-                pids = [p.pid for _, p in procs]
-                if a.torchrun:
-                    pids = descendants(rank0.pid)
-                got = [x for x in (rollup(pid) for pid in pids) if x]
-                if got:
-                    pss["pss_total_mb"] = round(sum(x[0] for x in got))
-                    pss["pss_per_rank_mb"] = round(sum(x[0] for x in got) / len(got))
-                    pss["anon_per_rank_mb"] = round(sum(x[1] for x in got) / len(got))
-                    pss["pss_processes"] = len(got)
-            lines.append(raw.decode(errors="replace").rstrip("\n"))
-
-    reader = threading.Thread(target=read_rank0, daemon=True)
-    reader.start()
-
-    rendezvous = [None]
-    if a.observe_hosts:
-        def observe():
-            import datetime
-            import torch.distributed as dist
-            keys = [f"host/{r}" for r in range(n)]
-            try:
-                store = dist.TCPStore("127.0.0.1", port, is_master=False,
-                                      timeout=datetime.timedelta(seconds=a.timeout_s),
-                                      wait_for_workers=False)
-                while rendezvous[0] is None:
-                    if store.check(keys):
-                        rendezvous[0] = time.monotonic() - t0
-                        break
-                    time.sleep(0.02)
-            except Exception:  # rank 0 gone before it was seen: leave it unknown
-                pass
-        threading.Thread(target=observe, daemon=True).start()
-
-    state = {"min_avail": base_avail, "threads": 0, "private": 0.0, "aborted": None}
-    done = threading.Event()
-
-    def kill_all():
-        for _, p in procs:
-            try:
-                if a.torchrun:
-                    os.killpg(p.pid, signal.SIGKILL)
-                else:
-                    p.kill()
-            except OSError:
-                pass
-
-    def sample():
-        while not done.is_set():
-            avail = mem_available_mib()
-            state["min_avail"] = min(state["min_avail"], avail)
-            th = status_field(rank0.pid, "Threads")
-            if th and not a.torchrun:
-                state["threads"] = max(state["threads"], th)
-            if last is not None:
-                pm = private_mib(last.pid)
-                if pm:
-                    state["private"] = max(state["private"], pm)
-            if avail < a.mem_floor_mib and state["aborted"] is None:
-                state["aborted"] = f"MemAvailable fell to {avail:.0f} MiB (floor {a.mem_floor_mib:.0f})"
-                kill_all()
-            if time.monotonic() - t0 > a.timeout_s and state["aborted"] is None:
-                state["aborted"] = f"timed out after {a.timeout_s:.0f} s"
-                kill_all()
-            time.sleep(0.2)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-
-    by_pid = {p.pid: r for r, p in procs}
-    rss, codes, exit_at, cpu = {}, {}, {}, {}
-    while len(codes) < len(procs):
-        pid, status, ru = os.wait4(-1, 0)
-        if pid not in by_pid:
-            continue
-        r = by_pid[pid]
-        rss[r] = ru.ru_maxrss / 1024
-        cpu[r] = ru.ru_utime + ru.ru_stime
-        codes[r] = os.waitstatus_to_exitcode(status)
-        exit_at[r] = time.monotonic() - t0
+    watch = Watch(a, procs, port, t0, base_avail)
+    watch.start()
+    rss, cpu, codes, exit_at = wait_all(procs, t0)
     wall = max(exit_at.values())
-    done.set()
-    reader.join(timeout=5)
+    watch.stop()
 
+    state = watch.state
     rec = {"n": n, "side": a.side, "rep": a.rep, "port": port,
            "ok": all(c == 0 for c in codes.values()) and state["aborted"] is None,
            "failed_ranks": sum(1 for c in codes.values() if c != 0),
            "wall_s": round(wall, 3), "spawn_s": round(started_s, 3),
-           "first_line_s": round(first_line[0], 3) if first_line[0] is not None else None,
+           "first_line_s": round(watch.first_line, 3) if watch.first_line is not None else None,
            "rank0_exit_s": round(exit_at[0], 3),
-           "rendezvous_s": round(rendezvous[0], 3) if rendezvous[0] is not None else None,
+           "rendezvous_s": round(watch.rendezvous, 3) if watch.rendezvous is not None else None,
            "mem_mb": round(base_avail - state["min_avail"]),
-           "aborted": state["aborted"], "rank0_lines": lines[:3]}
-    rec.update(pss)
+           "aborted": state["aborted"], "rank0_lines": watch.lines[:3]}
+    rec.update(watch.pss)
     if not a.torchrun:
         vals = sorted(rss.values())
+        cpus = sorted(cpu.values())
         rec.update({"maxrss_mb_p50": round(vals[len(vals) // 2]), "maxrss_mb_max": round(vals[-1]),
                     "private_mb": round(state["private"]), "threads": state["threads"]})
-        if not a.torchrun:
-            cpus = sorted(cpu.values())
-            rec.update({"cpu_s_rank0": round(cpu[0], 3), "cpu_s_p50": round(cpus[len(cpus) // 2], 3),
-                        "cpu_s_total": round(sum(cpus), 2)})
-    # The peer's own records (times since t0, RSS, threads).
-    peer = []
-    for r in range(n):
-        path = os.path.join(a.logs, f"peer-{r}.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                peer.append(json.load(f))
-    if peer:
-        by = {p["rank"]: p for p in peer}
-        r0 = by.get(0, {})
-        for k in ("import", "init", "first_all_reduce", "checked"):
-            if k in r0:
-                rec[f"peer_rank0_{k}_s"] = round(r0[k], 3)
-        rec["peer_init_max_s"] = round(max(p["init"] for p in peer), 3)
-        if a.torchrun:
-            cpus = sorted(p["cpu_s"] for p in peer)
-            rec.update({"cpu_s_rank0": round(by[0]["cpu_s"], 3) if 0 in by else None,
-                        "cpu_s_p50": round(cpus[len(cpus) // 2], 3),
-                        "cpu_s_total": round(sum(cpus), 2)})
-            vals = sorted(p["maxrss_kb"] / 1024 for p in peer)
-            rec.update({"maxrss_mb_p50": round(vals[len(vals) // 2]),
-                        "maxrss_mb_max": round(vals[-1]),
-                        "threads": max(p["threads"] for p in peer)})
-        else:
-            rec["peer_threads_at_end"] = r0.get("threads")
+        rec.update({"cpu_s_rank0": round(cpu[0], 3), "cpu_s_p50": round(cpus[len(cpus) // 2], 3),
+                    "cpu_s_total": round(sum(cpus), 2)})
+    add_peer_records(rec, a)
     if not rec["ok"]:
-        for name in sorted(os.listdir(a.logs)):
-            if name.endswith(".err"):
-                with open(os.path.join(a.logs, name), errors="replace") as f:
-                    text = [l.strip() for l in f if l.strip()]
-                if text:
-                    rec["error"] = f"{name}: {text[-1][:300]}"
-                    break
+        error = first_error(a.logs)
+        if error is not None:
+            rec["error"] = error
     print(json.dumps(rec), flush=True)
-
 
 if __name__ == "__main__":
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]

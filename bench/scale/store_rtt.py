@@ -245,7 +245,7 @@ def rendezvous(port, n, mode):
     return {"n": n, "mode": mode, "seconds": max(done) - start, "ops": sum(ops)}
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", type=int, default=30000)
     ap.add_argument("--load-threads", default="1,4")
@@ -253,13 +253,11 @@ def main():
     ap.add_argument("--rdzv", default="64,256,1024")
     ap.add_argument("--per-key-max", type=int, default=512,
                     help="emulate the per-key rendezvous (before) only up to this many ranks")
-    a = ap.parse_args()
-    server = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=TIMEOUT,
-                           wait_for_workers=False, use_libuv=True)
-    port = server.port
-    load_threads = [int(x) for x in a.load_threads.split(",") if x]
-    lat = measure_latency(server, port, a.ops, load_threads)
+    return ap.parse_args()
 
+
+def print_latency(lat):
+    """Part 1's table and the store's throughput."""
     print("### c10d TCPStore (libuv backend) on this machine, Python client")
     print()
     print("One operation at a time in the old watch's pattern (add, check, get per rank, one after")
@@ -272,15 +270,14 @@ def main():
     for r in lat:
         print(f"| {r['load_threads']} | {r['ops']} | {r['mean_us']:.1f} | {r['p50_us']:.1f}"
               f" | {r['p99_us']:.1f} | {r['watch_ops_per_s']:.0f} | {r['load_ops_per_s']:.0f} |")
-    idle = lat[0]["mean_us"]
-    busy = lat[-1]
     capacity = max(r["watch_ops_per_s"] + r["load_ops_per_s"] for r in lat)
     print()
     print(f"Store throughput seen: {capacity:.0f} ops/s in all (watch + others; server and clients")
     print(f"share {os.cpu_count()} cores here, so a server with a core of its own does more).")
 
-    sizes = [int(x) for x in a.mget.split(",") if x]
-    mg = measure_multi_get(port, sizes, max(load_threads) if load_threads else 0)
+
+def print_multi_get(mg):
+    """Part 2's table; returns the fits (a, b) of one round's two multi_gets, idle and busy."""
     print()
     print("### multi_get of N keys (the watch's read since 2026-11-25 23:38)")
     print()
@@ -305,6 +302,11 @@ def main():
     print(f"Line through the smallest and largest N, both multi_gets of one round (s) = a + b*N: idle a = {f_idle[0] * 1e3:.2f} ms,"
           f" b = {f_idle[1] * 1e6:.2f} us per key; busy a = {f_busy[0] * 1e3:.2f} ms,"
           f" b = {f_busy[1] * 1e6:.2f} us per key.")
+    return f_idle, f_busy
+
+
+def print_watch_model(idle, busy, f_idle, f_busy):
+    """Part 2's model of rank 0's watch round, before and now."""
     print()
     print("### Rank 0's heartbeat watch round, before and now (model from the measurements)")
     print()
@@ -328,23 +330,42 @@ def main():
         print(f"| {n} | {ops} | {before_idle:.3f} | {before_busy:.3f} | 5 | {now_idle:.4f}"
               f" | {now_busy:.4f} | {3 * (n - 1)} |")
 
+
+def print_rendezvous(port, rsizes, per_key_max):
+    """Part 3: the rendezvous emulated at each size."""
+    print()
+    print("### Rendezvous, emulated (N client threads in one process, 100 ms poll)")
+    print()
+    print("per-key: register_and_wait before 2026-11-25 (check one key per round trip, then N")
+    print("gets); counter: register_and_wait now (add(arrived, 1); per poll check(verdict) and")
+    print(f"add(arrived, 0); then one multi_get). per-key only up to {per_key_max} ranks.")
+    print()
+    print("| ranks | per-key s | per-key store ops | counter s | counter store ops |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in rsizes:
+        a1 = rendezvous(port, n, "per-key") if n <= per_key_max else None
+        a2 = rendezvous(port, n, "counter")
+        before = f"{a1['seconds']:.2f} | {a1['ops']}" if a1 else "– | –"
+        print(f"| {n} | {before} | {a2['seconds']:.2f} | {a2['ops']} |", flush=True)
+
+
+def main():
+    a = parse_args()
+    server = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=TIMEOUT,
+                           wait_for_workers=False, use_libuv=True)
+    port = server.port
+    load_threads = [int(x) for x in a.load_threads.split(",") if x]
+    lat = measure_latency(server, port, a.ops, load_threads)
+    print_latency(lat)
+
+    sizes = [int(x) for x in a.mget.split(",") if x]
+    mg = measure_multi_get(port, sizes, max(load_threads) if load_threads else 0)
+    f_idle, f_busy = print_multi_get(mg)
+    print_watch_model(lat[0]["mean_us"], lat[-1], f_idle, f_busy)
+
     rsizes = [int(x) for x in a.rdzv.split(",") if x]
     if rsizes:
-        print()
-        print("### Rendezvous, emulated (N client threads in one process, 100 ms poll)")
-        print()
-        print("per-key: register_and_wait before 2026-11-25 (check one key per round trip, then N")
-        print("gets); counter: register_and_wait now (add(arrived, 1); per poll check(verdict) and")
-        print(f"add(arrived, 0); then one multi_get). per-key only up to {a.per_key_max} ranks.")
-        print()
-        print("| ranks | per-key s | per-key store ops | counter s | counter store ops |")
-        print("|---:|---:|---:|---:|---:|")
-        for n in rsizes:
-            a1 = rendezvous(port, n, "per-key") if n <= a.per_key_max else None
-            a2 = rendezvous(port, n, "counter")
-            before = f"{a1['seconds']:.2f} | {a1['ops']}" if a1 else "– | –"
-            print(f"| {n} | {before} | {a2['seconds']:.2f} | {a2['ops']} |", flush=True)
-
+        print_rendezvous(port, rsizes, a.per_key_max)
 
 if __name__ == "__main__":
     main()

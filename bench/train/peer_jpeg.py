@@ -33,7 +33,7 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dir")
     p.add_argument("--arch", default="resnet50")
@@ -48,26 +48,24 @@ def main():
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--device", default="cuda")
     p.add_argument("--seed", type=int, default=1)
-    a = p.parse_args()
+    return p.parse_args()
 
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(a.seed)
-    device = torch.device(a.device)
-    cuda = device.type == "cuda"
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
 
+def make_loader(a, cuda):
+    """The folder as torchvision's recipe reads it; also its class count."""
     tf = transforms.Compose([transforms.RandomResizedCrop(a.size),
                              transforms.RandomHorizontalFlip(), transforms.PILToTensor()])
     data = datasets.ImageFolder(a.dir, transform=tf)
     loader = torch.utils.data.DataLoader(data, batch_size=a.batch, shuffle=True,
                                          num_workers=a.workers, pin_memory=cuda, drop_last=True,
                                          persistent_workers=a.workers > 0)
-    classes = a.classes or len(data.classes)
-    model = getattr(torchvision.models, a.arch)(num_classes=classes).to(device)
-    memory_format = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = model.to(memory_format=memory_format)
+    return loader, len(data.classes)
+
+
+def train(a, loader, model, memory_format, device):
+    """Runs --steps steps; returns the log windows as (images/s, seconds, GPU seconds or None)
+    and the steps run."""
+    cuda = device.type == "cuda"
     mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1) * 255
     std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1) * 255
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
@@ -107,7 +105,12 @@ def main():
                 events, t_window = [], now
             if step == a.steps:
                 break
-    del loader          # persistent workers exit
+    return windows, step
+
+
+def report(a, windows, step, device):
+    """The key=value line: the median window after the first, and all of them together."""
+    cuda = device.type == "cuda"
     timed = windows[1:]
     if not timed:
         raise SystemExit(f"fewer than 2 log windows ({len(windows)}): raise --steps")
@@ -124,6 +127,23 @@ def main():
           f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} "
           f"gpu_peak_allocated_mib={gpu_mib} torchvision={torchvision.__version__}", flush=True)
 
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    device = torch.device(a.device)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+    loader, folder_classes = make_loader(a, device.type == "cuda")
+    model = getattr(torchvision.models, a.arch)(num_classes=a.classes or folder_classes).to(device)
+    memory_format = torch.channels_last if a.channels_last else torch.contiguous_format
+    model = model.to(memory_format=memory_format)
+    windows, step = train(a, loader, model, memory_format, device)
+    del loader          # persistent workers exit
+    report(a, windows, step, device)
 
 if __name__ == "__main__":
     main()

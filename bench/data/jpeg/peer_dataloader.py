@@ -92,7 +92,7 @@ class Workers:
                 self.pss_kib[w.pid] = proc_pss_kib(w.pid)
 
 
-def main():
+def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("dir")
     p.add_argument("--workers", type=int, default=2)
@@ -101,9 +101,11 @@ def main():
     p.add_argument("--float", action="store_true",
                    help="ToTensor + Normalize (float32) instead of PILToTensor (uint8)")
     p.add_argument("--warmup-batches", type=int, default=2)
-    a = p.parse_args()
+    return p.parse_args()
 
-    torch.set_num_threads(1)
+
+def make_loader(a):
+    """The ImageFolder and its DataLoader, as torchvision's recipe builds them."""
     tail = ([transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
             if a.float else [transforms.PILToTensor()])
     tf = transforms.Compose([transforms.RandomResizedCrop(224),
@@ -112,39 +114,49 @@ def main():
     loader = DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,
                         persistent_workers=False, pin_memory=False,
                         worker_init_fn=worker_init if a.workers > 0 else None)
+    return ds, loader
 
-    workers = Workers()
-    delivered = measured = 0
-    epochs = 0
-    batches = 0
-    main_threads = 0
-    t_start = time.perf_counter()
-    t_warm = None
+
+class Run:
+    """What one measurement counted: images, epochs, the main process's threads and the times
+    (start, end of the warm-up, end)."""
+    delivered = measured = epochs = batches = main_threads = 0
+    t_start = t_warm = t_end = None
+
+
+def measure(a, loader, workers):
+    """Reads the warm-up batches, then at least --images images, new epochs as needed."""
+    run = Run()
+    run.t_start = time.perf_counter()
     done = False
     while not done:
         it = iter(loader)
-        epochs += 1
+        run.epochs += 1
         for images, _labels in it:
             n = images.shape[0]
-            delivered += n
-            batches += 1
-            if t_warm is None:
-                if batches == a.warmup_batches:
-                    t_warm = time.perf_counter()
+            run.delivered += n
+            run.batches += 1
+            if run.t_warm is None:
+                if run.batches == a.warmup_batches:
+                    run.t_warm = time.perf_counter()
                     workers.snapshot(it)
                 continue
-            measured += n
-            if measured >= a.images:
+            run.measured += n
+            if run.measured >= a.images:
                 done = True
                 break
         # Before the iterator shuts its workers down.
         workers.end_epoch(it)
-        main_threads = max(main_threads, proc_status("self", "Threads") or 0)
+        run.main_threads = max(run.main_threads, proc_status("self", "Threads") or 0)
         del it
-    t_end = time.perf_counter()
-    if t_warm is None:
+    run.t_end = time.perf_counter()
+    if run.t_warm is None:
         sys.exit("fewer batches than the warm-up; use a bigger set")
+    return run
 
+
+def result(a, ds, workers, run):
+    """The JSON line's fields (the module's docstring says what each means)."""
     kib = 1024.0
     self_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
     children_max = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -152,12 +164,13 @@ def main():
     workers_max = max(worker_peaks + [children_max]) if a.workers > 0 else 0
     pss_workers = [workers.pss_kib.get(pid) or 0 for pid in workers.last_pids]
     pss_main = proc_pss_kib("self") or 0
-    out = {
+    t_start, t_warm, t_end = run.t_start, run.t_warm, run.t_end
+    return {
         "peer": "dataloader_pil",
         "workers": a.workers,
-        "images": measured,
-        "images_per_s": round(measured / (t_end - t_warm), 1),
-        "images_per_s_incl_start": round(delivered / (t_end - t_start), 1),
+        "images": run.measured,
+        "images_per_s": round(run.measured / (t_end - t_warm), 1),
+        "images_per_s_incl_start": round(run.delivered / (t_end - t_start), 1),
         "peak_rss_mib_main": round(self_peak / kib, 1),
         "peak_rss_mib_workers_max": round(workers_max / kib, 1),
         "peak_rss_mib_total": round((self_peak + max(workers.epoch_sums_kib)) / kib, 1),
@@ -166,19 +179,26 @@ def main():
         "output": "float32_nchw" if a.float else "uint8_nchw",
         "seconds": round(t_end - t_warm, 3),
         "seconds_incl_start": round(t_end - t_start, 3),
-        "images_incl_warmup": delivered,
-        "epochs": epochs,
+        "images_incl_warmup": run.delivered,
+        "epochs": run.epochs,
         "processes": 1 + a.workers,
         "torch_threads_per_process": 1,
-        "threads_main": main_threads,
+        "threads_main": run.main_threads,
         "threads_per_worker": sorted(set(v for v in workers.threads.values() if v)),
         "dataset_images": len(ds),
         "versions": {"torch": torch.__version__, "torchvision": torchvision.__version__,
                      "pillow": PIL.__version__},
         "host_cpus": os.cpu_count(),
     }
-    print(json.dumps(out))
 
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(1)
+    ds, loader = make_loader(a)
+    workers = Workers()
+    run = measure(a, loader, workers)
+    print(json.dumps(result(a, ds, workers, run)))
 
 if __name__ == "__main__":
     main()
