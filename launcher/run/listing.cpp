@@ -1,6 +1,8 @@
 #include "run/listing.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
 
 #include "common/run_layout.hpp"
 
@@ -27,6 +29,70 @@ void collect_run_dirs(const fs::path& dir, std::vector<fs::path>& out, int depth
     if (it->is_symlink(type_ec) || !it->is_directory(type_ec)) continue;
     collect_run_dirs(it->path(), out, depth + 1);
   }
+}
+
+std::string list_age(int64_t seconds) {
+  if (seconds < 0) seconds = 0;
+  if (seconds < 120) return std::to_string(seconds) + "s";
+  if (seconds < 2 * 3600) return std::to_string(seconds / 60) + "m";
+  if (seconds < 2 * 86400) return std::to_string(seconds / 3600) + "h";
+  return std::to_string(seconds / 86400) + "d";
+}
+
+// "700/2000" with train.max_steps; "700 (epoch 2/3)" without, since the launcher does not know
+// the steps per epoch (they depend on the dataset's size); "-" before the first train line.
+std::string list_progress(const nlohmann::json& r) {
+  std::string out = r["step"].is_null() ? "-" : std::to_string(r["step"].get<int64_t>());
+  if (!r["max_steps"].is_null()) return out + "/" + std::to_string(r["max_steps"].get<int64_t>());
+  if (!r["epoch"].is_null() && !r["epochs"].is_null()) {
+    out += " (epoch " + std::to_string(r["epoch"].get<int64_t>()) + "/" +
+           std::to_string(r["epochs"].get<int64_t>()) + ")";
+  }
+  return out;
+}
+
+// "75.00%", or "-" before the first evaluation.
+std::string list_top1(const nlohmann::json& r) {
+  if (r["top1"].is_null()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", r["top1"].get<double>() * 100);
+  return buf;
+}
+
+// "step 200, 5m ago", or "none".
+std::string list_checkpoint(const nlohmann::json& r) {
+  if (r["checkpoint_step"].is_null()) return "none";
+  std::string out = "step " + std::to_string(r["checkpoint_step"].get<int64_t>());
+  if (!r["checkpoint_age_s"].is_null()) {
+    out += ", " + list_age(r["checkpoint_age_s"].get<int64_t>()) + " ago";
+  }
+  return out;
+}
+
+nlohmann::json list_row(const fs::path& root, const ListEntry& e) {
+  const auto s = summarize_run(e.dir);
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  std::string name = e.dir.lexically_relative(root).string();
+  if (name.empty()) name = ".";
+  nlohmann::json r = {
+      {"name", name},
+      {"run_dir", fs::absolute(e.dir).lexically_normal().string()},
+      {"job_id", e.job_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.job_id)},
+      {"task", opt(e.task)},
+      {"step", opt(s.step)},
+      {"epoch", opt(s.epoch)},
+      {"max_steps", opt(s.max_steps)},
+      {"epochs", opt(s.epochs)},
+      {"top1", opt(s.top1)},
+      {"attempts", s.attempts},
+      {"restarts", s.restarts},
+      {"checkpoint_step", opt(s.checkpoint_step)},
+      {"checkpoint_age_s", opt(s.checkpoint_age_s)}};
+  if (!s.spec_error.empty()) r["spec_error"] = s.spec_error;
+  const auto attempts = read_attempts(e.dir);
+  r["last_reason"] =
+      attempts.empty() ? nlohmann::json(nullptr) : nlohmann::json(attempts.back().reason);
+  return r;
 }
 
 }  // namespace
@@ -80,6 +146,73 @@ RunSummary summarize_run(const fs::path& dir) {
     s.spec_error = e.what();
   }
   return s;
+}
+
+std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
+                                    std::vector<std::string>& job_ids) {
+  std::vector<ListEntry> rows;
+  for (const auto& dir : dirs) {
+    const auto submission = last_submission(dir);
+    if (submission) job_ids.push_back(submission->job_id);
+    const auto tasks = array_task_dirs(dir);
+    if (tasks.empty()) {
+      rows.push_back({dir, submission ? submission->job_id : "", std::nullopt, bool(submission)});
+    }
+    for (const auto& [t, task_dir] : tasks) {
+      rows.push_back({task_dir, submission ? submission->job_id + "_" + std::to_string(t) : "", t,
+                      bool(submission)});
+    }
+  }
+  return rows;
+}
+
+nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& entries,
+                         const std::vector<slurm::JobState>& states,
+                         const std::string& slurm_error) {
+  std::map<std::string, const slurm::JobState*> by_id;
+  for (const auto& s : states) by_id[s.job_id] = &s;
+  nlohmann::json out = {{"root", fs::absolute(root).lexically_normal().string()},
+                        {"runs", nlohmann::json::array()}};
+  if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
+  for (const auto& e : entries) {
+    auto r = list_row(root, e);
+    std::string state;
+    if (!e.submitted) {
+      state = "unsubmitted";
+    } else if (!slurm_error.empty()) {
+      state = "unknown";
+    } else if (auto it = by_id.find(e.job_id); it != by_id.end()) {
+      state = it->second->state;
+      r["state_source"] = it->second->source;
+    } else {
+      // Neither squeue nor sacct knows it (purged, accounting off): the ledger's last word.
+      state =
+          r["last_reason"].is_null() ? "unknown" : "ledger:" + r["last_reason"].get<std::string>();
+      r["state_source"] = r["last_reason"].is_null() ? nullptr : nlohmann::json("ledger");
+    }
+    r["state"] = state;
+    out["runs"].push_back(r);
+  }
+  return out;
+}
+
+void print_list(std::ostream& out, const nlohmann::json& listing) {
+  size_t name_width = 4;
+  for (const auto& r : listing["runs"]) {
+    name_width = std::max(name_width, r["name"].get<std::string>().size());
+  }
+  auto pad = [](std::string s, size_t width) {
+    if (s.size() < width) s.append(width - s.size(), ' ');
+    return s;
+  };
+  out << pad("RUN", name_width) << "  " << pad("STATE", 16) << "  " << pad("STEP", 18) << "  "
+      << pad("TOP-1", 7) << "  " << pad("RESTARTS", 8) << "  CHECKPOINT\n";
+  for (const auto& r : listing["runs"]) {
+    out << pad(r["name"].get<std::string>(), name_width) << "  "
+        << pad(r["state"].get<std::string>(), 16) << "  " << pad(list_progress(r), 18) << "  "
+        << pad(list_top1(r), 7) << "  " << pad(std::to_string(r["restarts"].get<int64_t>()), 8)
+        << "  " << list_checkpoint(r) << '\n';
+  }
 }
 
 }  // namespace hpctrain::run

@@ -1,15 +1,19 @@
-// What `hpctrain list` shows: the run directories under a root and a summary of each, read from the
-// run directory alone (the Slurm state is the caller's, from one query for all runs).
+// What `hpctrain list` shows: the run directories under a root, a summary of each read from the
+// run directory alone, and its rows and table (the Slurm state is the caller's, from one query for
+// all runs).
 // Thread safety: functions are reentrant.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "run/run_dir.hpp"
+#include "slurm/client.hpp"
 
 namespace hpctrain::run {
 
@@ -39,5 +43,30 @@ struct RunSummary {
 // Reads one run (or array task) directory: metrics, attempts, checkpoints, frozen spec. Missing
 // or unreadable pieces are left empty; a frozen spec that does not load says why in spec_error.
 RunSummary summarize_run(const fs::path& dir);
+
+// One row of `list` before it is read: a plain run, or one task of an array run.
+struct ListEntry {
+  fs::path dir;        // the run (or task) directory
+  std::string job_id;  // the row's Slurm id: "123", or "123_4" for task 4; empty: not submitted
+  std::optional<size_t> task;
+  bool submitted = false;
+};
+
+// The rows of `list` for find_run_dirs' `dirs`: one per plain run, one per task of an array run
+// (its task-NNN folders), in order; `job_ids` gets each submitted run's job id, for one Slurm
+// query.
+std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
+                                    std::vector<std::string>& job_ids);
+
+// `list --json`'s object: {"root", "runs": [a row per entry], "slurm_error" when the query
+// failed}. Each row is summarize_run's and the ledger's last reason, with its state: Slurm's from
+// `states` (by job id), "unsubmitted", "unknown" when the query failed, else the ledger's last
+// word ("ledger:REASON") for a job Slurm no longer knows.
+nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& entries,
+                         const std::vector<slurm::JobState>& states,
+                         const std::string& slurm_error);
+
+// list_rows' runs as `list` prints them: a header and one line per run.
+void print_list(std::ostream& out, const nlohmann::json& listing);
 
 }  // namespace hpctrain::run

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/run_layout.hpp"
 #include "run/run_dir.hpp"
 #include "run/trend.hpp"
 
@@ -75,6 +76,86 @@ std::string node_loss_text(const nlohmann::json& e) {
     out += "; the replacement step never trained";
   }
   return out;
+}
+
+// "step 200, committed 31 s ago", or "none committed".
+std::string checkpoint_text(const nlohmann::json& d) {
+  if (d["last_checkpoint_step"].is_null()) return "none committed";
+  std::string out = "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>());
+  if (d.contains("last_checkpoint_age_s")) {
+    out += ", committed " + std::to_string(d["last_checkpoint_age_s"].get<int64_t>()) + " s ago";
+  }
+  return out;
+}
+
+// m[key] with `digits` after the point in fixed notation, or significant digits in %g form when
+// negative (-6: %g's default), so that every format is a literal the compiler checks; "?" when
+// missing.
+std::string number(const nlohmann::json& m, const char* key, int digits, double scale) {
+  if (!m.contains(key) || !m[key].is_number()) return "?";
+  char buf[64];
+  const double v = m[key].get<double>() * scale;
+  if (digits >= 0) {
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.*g", -digits, v);
+  }
+  return buf;
+}
+
+// "loss 2.304 -> 0.412 over steps 20..700  ▇▆▅▄▃▃▂▂▁▁": the sparkline is relative (lowest bucket
+// to highest); "!" marks a bucket whose losses were all NaN or infinite.
+std::string trend_text(const nlohmann::json& t) {
+  auto loss = [](const nlohmann::json& v) {
+    if (!v.is_number()) return std::string("non-finite");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    return std::string(buf);
+  };
+  std::string out = "loss " + loss(t["first_loss"]);
+  if (t["points"].get<size_t>() > 1) {
+    out += " -> " + loss(t["last_loss"]) + " over steps " +
+           std::to_string(t["first_step"].get<int64_t>()) + ".." +
+           std::to_string(t["last_step"].get<int64_t>());
+  } else {
+    out += " at step " + std::to_string(t["first_step"].get<int64_t>());
+  }
+  out += "  " + t["sparkline"].get<std::string>();
+  if (t["non_finite"].get<size_t>() > 0) {
+    out += " (" + std::to_string(t["non_finite"].get<size_t>()) + " of " +
+           std::to_string(t["points"].get<size_t>()) + " steps with a non-finite loss)";
+  }
+  return out;
+}
+
+// The worker's straggler report: each rank's own work per step before it waits for the others;
+// the slowest one, against the median. Nothing when the record does not name a slowest rank.
+std::optional<std::string> ranks_text(const nlohmann::json& m) {
+  const auto ms = [](const nlohmann::json& v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f ms", v.is_number() ? 1000 * v.get<double>() : 0.0);
+    return std::string(buf);
+  };
+  const auto slowest = m.value("slowest_rank", nlohmann::json());
+  const auto p50 = m.value("busy_p50_s", nlohmann::json::array());
+  const auto p95 = m.value("busy_p95_s", nlohmann::json::array());
+  if (!slowest.is_number_integer() || slowest.get<int64_t>() < 0 ||
+      static_cast<size_t>(slowest.get<int64_t>()) >= p50.size() || p50.size() != p95.size()) {
+    return std::nullopt;
+  }
+  const auto r = static_cast<size_t>(slowest.get<int64_t>());
+  const auto host = m.value("slowest_host", nlohmann::json());
+  const double median = m.value("median_busy_s", 0.0);
+  std::string out = "slowest rank " + std::to_string(r) +
+                    (host.is_string() ? " (" + host.get<std::string>() + ")" : std::string()) +
+                    ", busy " + ms(p50[r]) + " a step (p50; p95 " + ms(p95[r]) +
+                    "), the median rank " + ms(median);
+  if (median > 0) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, " (%.1fx)", p50[r].get<double>() / median);
+    out += ratio;
+  }
+  return out + ", at step " + number(m, "step", 0, 1);
 }
 
 }  // namespace
@@ -157,30 +238,9 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
       out << indent << "node lost:  " << node_loss_text(e) << '\n';
     }
   }
-  out << indent << "checkpoint: "
-      << (d["last_checkpoint_step"].is_null()
-              ? std::string("none committed")
-              : "step " + std::to_string(d["last_checkpoint_step"].get<int64_t>()) +
-                    (d.contains("last_checkpoint_age_s")
-                         ? ", committed " +
-                               std::to_string(d["last_checkpoint_age_s"].get<int64_t>()) + " s ago"
-                         : std::string()))
-      << '\n';
+  out << indent << "checkpoint: " << checkpoint_text(d) << '\n';
   // The latest training and evaluation figures, as a person reads them; the raw last line when
   // the file holds neither kind.
-  // `digits` after the point in fixed notation, or significant digits in %g form when negative
-  // (-6: %g's default), so that every format is a literal the compiler checks.
-  auto number = [](const nlohmann::json& m, const char* key, int digits, double scale) {
-    if (!m.contains(key) || !m[key].is_number()) return std::string("?");
-    char buf[64];
-    const double v = m[key].get<double>() * scale;
-    if (digits >= 0) {
-      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    } else {
-      std::snprintf(buf, sizeof buf, "%.*g", -digits, v);
-    }
-    return std::string(buf);
-  };
   if (d.contains("last_train")) {
     const auto& m = d["last_train"];
     out << indent << "train:      step " << number(m, "step", 0, 1) << ", epoch "
@@ -188,58 +248,11 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
         << number(m, "lr", -5, 1) << ", " << number(m, "images_per_s", 0, 1)
         << " images/s, loss scale " << number(m, "loss_scale", -6, 1) << '\n';
   }
-  if (d.contains("loss_trend")) {
-    // "loss 2.304 -> 0.412 over steps 20..700  ▇▆▅▄▃▃▂▂▁▁": the sparkline is relative (lowest
-    // bucket to highest); "!" marks a bucket whose losses were all NaN or infinite.
-    const auto& t = d["loss_trend"];
-    auto loss = [](const nlohmann::json& v) {
-      if (!v.is_number()) return std::string("non-finite");
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
-      return std::string(buf);
-    };
-    out << indent << "trend:      loss " << loss(t["first_loss"]);
-    if (t["points"].get<size_t>() > 1) {
-      out << " -> " << loss(t["last_loss"]) << " over steps " << t["first_step"].get<int64_t>()
-          << ".." << t["last_step"].get<int64_t>();
-    } else {
-      out << " at step " << t["first_step"].get<int64_t>();
-    }
-    out << "  " << t["sparkline"].get<std::string>();
-    if (t["non_finite"].get<size_t>() > 0) {
-      out << " (" << t["non_finite"].get<size_t>() << " of " << t["points"].get<size_t>()
-          << " steps with a non-finite loss)";
-    }
-    out << '\n';
-  }
+  if (d.contains("loss_trend"))
+    out << indent << "trend:      " << trend_text(d["loss_trend"]) << '\n';
   if (d.contains("last_ranks")) {
-    // The worker's straggler report: each rank's own work per step before it waits for the
-    // others; the slowest one, against the median.
-    const auto& m = d["last_ranks"];
-    const auto ms = [](const nlohmann::json& v) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.1f ms", v.is_number() ? 1000 * v.get<double>() : 0.0);
-      return std::string(buf);
-    };
-    const auto slowest = m.value("slowest_rank", nlohmann::json());
-    const auto p50 = m.value("busy_p50_s", nlohmann::json::array());
-    const auto p95 = m.value("busy_p95_s", nlohmann::json::array());
-    if (slowest.is_number_integer() && slowest.get<int64_t>() >= 0 &&
-        static_cast<size_t>(slowest.get<int64_t>()) < p50.size() && p50.size() == p95.size()) {
-      const auto r = static_cast<size_t>(slowest.get<int64_t>());
-      const auto host = m.value("slowest_host", nlohmann::json());
-      const double median = m.value("median_busy_s", 0.0);
-      out << indent << "ranks:      slowest rank " << r
-          << (host.is_string() ? " (" + host.get<std::string>() + ")" : std::string()) << ", busy "
-          << ms(p50[r]) << " a step (p50; p95 " << ms(p95[r]) << "), the median rank "
-          << ms(median);
-      if (median > 0) {
-        char ratio[32];
-        std::snprintf(ratio, sizeof ratio, " (%.1fx)", p50[r].get<double>() / median);
-        out << ratio;
-      }
-      out << ", at step " << number(m, "step", 0, 1) << '\n';
-    }
+    if (const auto line = ranks_text(d["last_ranks"]))
+      out << indent << "ranks:      " << *line << '\n';
   }
   if (d.contains("last_eval")) {
     const auto& m = d["last_eval"];
@@ -250,6 +263,68 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
   }
   if (d.contains("last_metrics") && !d.contains("last_train") && !d.contains("last_eval")) {
     out << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
+  }
+}
+
+nlohmann::json status_report(const fs::path& dir, const std::optional<Submission>& submission,
+                             const std::vector<slurm::JobState>& states,
+                             const std::string& slurm_error) {
+  nlohmann::json out;
+  out["run_dir"] = fs::absolute(dir).lexically_normal().string();
+  out["job_id"] = submission ? nlohmann::json(submission->job_id) : nlohmann::json(nullptr);
+  if (submission) out["submitted_at"] = submission->submitted_at;
+  out["slurm"] = nlohmann::json::array();
+  for (const auto& s : states) {
+    out["slurm"].push_back({{"job_id", s.job_id},
+                            {"state", s.state},
+                            {"reason", s.reason},
+                            {"nodes", s.nodes},
+                            {"source", s.source}});
+  }
+  if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
+  if (submission && submission->array_tasks > 0) {
+    out["tasks"] = nlohmann::json::array();
+    for (size_t t = 0; t < submission->array_tasks; ++t) {
+      auto d = describe_run_dir(dir / layout::task_dir_name(t));
+      d["task"] = t;
+      out["tasks"].push_back(d);
+    }
+  } else {
+    out.update(describe_run_dir(dir));
+  }
+  return out;
+}
+
+void print_status(std::ostream& out, const nlohmann::json& report) {
+  out << "run:        " << report["run_dir"].get<std::string>() << '\n';
+  if (report["job_id"].is_null()) {
+    out << "job:        not submitted\n";
+  } else {
+    out << "job:        " << report["job_id"].get<std::string>() << " (submitted "
+        << report["submitted_at"].get<std::string>() << ")\n";
+    if (report["slurm"].empty()) {
+      out << "slurm:      "
+          << (report.contains("slurm_error")
+                  ? "unavailable: " + report["slurm_error"].get<std::string>()
+                  : "unknown to squeue and sacct (finished and purged, or accounting off); see "
+                    "the attempts below")
+          << '\n';
+    }
+    for (const auto& s : report["slurm"]) {
+      out << "slurm:      " << s["job_id"].get<std::string>() << ' '
+          << s["state"].get<std::string>();
+      const auto reason = s["reason"].get<std::string>();
+      if (!reason.empty() && reason != "None") out << " (" << reason << ')';
+      out << " [" << s["source"].get<std::string>() << "]\n";
+    }
+  }
+  if (report.contains("tasks")) {
+    for (const auto& t : report["tasks"]) {
+      out << "task " << t["task"].get<size_t>() << ":\n";
+      print_run_dir(out, t, "  ");
+    }
+  } else {
+    print_run_dir(out, report, "");
   }
 }
 

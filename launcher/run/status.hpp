@@ -1,13 +1,19 @@
 // What `hpctrain status` says of a run (or array task) directory, read from the directory alone:
 // attempts and restarts, node losses and how the run went on, the last committed checkpoint, the
-// latest metrics and the loss trend (run/trend.hpp). The Slurm state is the caller's.
+// latest metrics and the loss trend (run/trend.hpp); and the whole report with its submission
+// and Slurm state, which the caller queries.
 // Thread safety: functions are reentrant.
 #pragma once
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "run/run_dir.hpp"
+#include "slurm/client.hpp"
 
 namespace hpctrain::run {
 
@@ -16,5 +22,17 @@ nlohmann::json describe_run_dir(const std::filesystem::path& dir);
 
 // describe_run_dir's object as status prints it, each line after `indent`.
 void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string& indent);
+
+// `status --json`'s object for the run directory `dir`: its absolute path ("run_dir"), its last
+// submission ("job_id", null when never submitted; "submitted_at"), Slurm's answer for that job
+// ("slurm": `states`; "slurm_error" when the query failed) and describe_run_dir's fields, or one
+// such object per task ("tasks") for an array run.
+nlohmann::json status_report(const std::filesystem::path& dir,
+                             const std::optional<Submission>& submission,
+                             const std::vector<slurm::JobState>& states,
+                             const std::string& slurm_error);
+
+// status_report's object as `status` prints it.
+void print_status(std::ostream& out, const nlohmann::json& report);
 
 }  // namespace hpctrain::run

@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "run/listing.hpp"
 #include "run/logs.hpp"
 #include "run/run_dir.hpp"
+#include "run/status.hpp"
 #include "run/trend.hpp"
 #include "slurm/client.hpp"
 #include "support/test_util.hpp"
@@ -238,6 +240,175 @@ TEST(ListRuns, ArrayTaskFolders) {
   EXPECT_EQ(tasks[0].first, 0u);
   EXPECT_EQ(tasks[2].first, 2u);
   EXPECT_EQ(tasks[2].second, root / "sweep/task-002");
+}
+
+slurm::JobState job_state(const std::string& id, const std::string& state,
+                          const std::string& reason = "None") {
+  slurm::JobState s;
+  s.job_id = id;
+  s.state = state;
+  s.reason = reason;
+  s.nodes = "node[1-2]";
+  s.source = "squeue";
+  return s;
+}
+
+// Four runs: submitted and known to Slurm, submitted and forgotten by it (its ledger speaks),
+// never submitted, and an array of two tasks.
+struct ListFixture {
+  TempDir root;
+  ListFixture() {
+    make_run(root / "live", test::minimal_spec("[train]\nmax_steps = 900\n"));
+    record_submission(root / "live", {"11", "2026-11-22T02:48:07Z", 0});
+    write_text(root / "live/metrics.jsonl",
+               "{\"kind\":\"train\",\"step\":300,\"epoch\":1,\"loss\":2.0}\n"
+               "{\"kind\":\"eval\",\"step\":300,\"epoch\":1,\"top1\":0.75}\n");
+    make_run(root / "old", test::minimal_spec("[train]\nepochs = 3\n"));
+    record_submission(root / "old", {"7", "2026-11-20T02:48:07Z", 0});
+    write_text(root / "old/attempts.jsonl",
+               "{\"job_id\":\"7\",\"restart\":0,\"reason\":\"requeued\"}\n"
+               "{\"job_id\":\"7\",\"restart\":1,\"reason\":\"completed\"}\n");
+    write_text(root / "old/metrics.jsonl", "{\"kind\":\"train\",\"step\":40,\"epoch\":2}\n");
+    make_run(root / "new");
+    make_run(root / "sweep");
+    record_submission(root / "sweep", {"20", "2026-11-22T02:48:07Z", 2});
+    for (const char* t : {"task-000", "task-001"}) write_text(root / "sweep" / t / "spec.toml", "");
+  }
+};
+
+TEST(ListRows, OneEntryPerRunAndPerArrayTask) {
+  ListFixture f;
+  std::vector<std::string> job_ids;
+  const auto entries = list_entries(find_run_dirs(f.root.path()), job_ids);
+  EXPECT_EQ(job_ids, (std::vector<std::string>{"11", "7", "20"}));
+  ASSERT_EQ(entries.size(), 5u);
+  EXPECT_EQ(entries[0].dir, f.root / "live");
+  EXPECT_EQ(entries[0].job_id, "11");
+  EXPECT_TRUE(entries[0].submitted);
+  EXPECT_FALSE(entries[0].task);
+  EXPECT_EQ(entries[1].dir, f.root / "new");
+  EXPECT_EQ(entries[1].job_id, "");
+  EXPECT_FALSE(entries[1].submitted);
+  EXPECT_EQ(entries[3].dir, f.root / "sweep/task-000");
+  EXPECT_EQ(entries[3].job_id, "20_0");
+  EXPECT_EQ(entries[3].task, 0u);
+  EXPECT_EQ(entries[4].job_id, "20_1");
+}
+
+TEST(ListRows, StateFromSlurmTheLedgerOrNeither) {
+  ListFixture f;
+  std::vector<std::string> job_ids;
+  const auto entries = list_entries(find_run_dirs(f.root.path()), job_ids);
+  const auto out = list_rows(f.root.path(), entries,
+                             {job_state("11", "RUNNING"), job_state("20_1", "PENDING")}, "");
+  EXPECT_FALSE(out.contains("slurm_error"));
+  const auto& runs = out["runs"];
+  ASSERT_EQ(runs.size(), 5u);
+  EXPECT_EQ(runs[0]["name"], "live");
+  EXPECT_EQ(runs[0]["state"], "RUNNING");
+  EXPECT_EQ(runs[0]["state_source"], "squeue");
+  EXPECT_EQ(runs[0]["step"], 300);
+  EXPECT_EQ(runs[0]["max_steps"], 900);
+  EXPECT_EQ(runs[0]["top1"], 0.75);
+  EXPECT_EQ(runs[1]["name"], "new");
+  EXPECT_EQ(runs[1]["state"], "unsubmitted");
+  EXPECT_TRUE(runs[1]["job_id"].is_null());
+  EXPECT_EQ(runs[2]["name"], "old");
+  EXPECT_EQ(runs[2]["state"], "ledger:completed");  // Slurm has forgotten job 7
+  EXPECT_EQ(runs[2]["state_source"], "ledger");
+  EXPECT_EQ(runs[2]["restarts"], 1);
+  EXPECT_EQ(runs[3]["name"], "sweep/task-000");
+  EXPECT_EQ(runs[3]["task"], 0);
+  EXPECT_EQ(runs[3]["state"], "unknown");  // no Slurm state, no ledger
+  EXPECT_TRUE(runs[3]["state_source"].is_null());
+  EXPECT_EQ(runs[4]["state"], "PENDING");
+  // A failed query: every submitted run's state is unknown, and the error is kept.
+  const auto failed = list_rows(f.root.path(), entries, {}, "squeue: timed out");
+  EXPECT_EQ(failed["slurm_error"], "squeue: timed out");
+  EXPECT_EQ(failed["runs"][0]["state"], "unknown");
+  EXPECT_EQ(failed["runs"][1]["state"], "unsubmitted");
+  EXPECT_EQ(failed["runs"][2]["state"], "unknown");
+}
+
+TEST(ListRows, TheTable) {
+  ListFixture f;
+  std::vector<std::string> job_ids;
+  const auto entries = list_entries(find_run_dirs(f.root.path()), job_ids);
+  std::ostringstream table;
+  print_list(table, list_rows(f.root.path(), entries, {job_state("11", "RUNNING")}, ""));
+  std::istringstream lines(table.str());
+  std::string header, live, fresh, old;
+  std::getline(lines, header);
+  std::getline(lines, live);
+  std::getline(lines, fresh);
+  std::getline(lines, old);
+  EXPECT_EQ(header,
+            "RUN             STATE             STEP                TOP-1    RESTARTS  CHECKPOINT");
+  EXPECT_EQ(live, "live            RUNNING           300/900             75.00%   0         none");
+  EXPECT_EQ(fresh, "new             unsubmitted       -                   -        0         none");
+  EXPECT_EQ(old, "old             ledger:completed  40 (epoch 2/3)      -        1         none");
+}
+
+TEST(StatusReport, SubmissionSlurmAndTheRunDirectory) {
+  ListFixture f;
+  const fs::path dir = f.root / "live";
+  const auto report = status_report(dir, last_submission(dir),
+                                    {job_state("11", "RUNNING"), job_state("11.0", "RUNNING")}, "");
+  EXPECT_EQ(report["run_dir"], dir.string());
+  EXPECT_EQ(report["job_id"], "11");
+  EXPECT_EQ(report["submitted_at"], "2026-11-22T02:48:07Z");
+  ASSERT_EQ(report["slurm"].size(), 2u);
+  EXPECT_EQ(report["slurm"][0]["state"], "RUNNING");
+  EXPECT_EQ(report["slurm"][0]["source"], "squeue");
+  EXPECT_FALSE(report.contains("slurm_error"));
+  EXPECT_FALSE(report.contains("tasks"));
+  EXPECT_EQ(report["last_train"]["step"], 300);  // describe_run_dir's fields, merged in
+  EXPECT_EQ(report["attempts"], 0);
+
+  const auto fresh = status_report(f.root / "new", std::nullopt, {}, "");
+  EXPECT_TRUE(fresh["job_id"].is_null());
+  EXPECT_FALSE(fresh.contains("submitted_at"));
+
+  const auto sweep =
+      status_report(f.root / "sweep", last_submission(f.root / "sweep"), {}, "squeue: timed out");
+  EXPECT_EQ(sweep["slurm_error"], "squeue: timed out");
+  ASSERT_EQ(sweep["tasks"].size(), 2u);
+  EXPECT_EQ(sweep["tasks"][1]["task"], 1);
+  EXPECT_FALSE(sweep.contains("attempts"));  // the tasks' own
+}
+
+TEST(StatusReport, AsPrinted) {
+  ListFixture f;
+  const fs::path dir = f.root / "live";
+  std::ostringstream live;
+  print_status(
+      live, status_report(dir, last_submission(dir), {job_state("11", "PENDING", "Priority")}, ""));
+  EXPECT_EQ(live.str(),
+            "run:        " + dir.string() +
+                "\n"
+                "job:        11 (submitted 2026-11-22T02:48:07Z)\n"
+                "slurm:      11 PENDING (Priority) [squeue]\n"
+                "attempts:   0 (0 restarts)\n"
+                "checkpoint: none committed\n"
+                "train:      step 300, epoch 1, loss 2.0000, lr ?, ? images/s, loss scale ?\n"
+                "trend:      loss 2 at step 300  \u2584\n"
+                "eval:       step 300, epoch 1, top-1 75.00%, top-5 ?%, loss ? (? images)\n");
+  std::ostringstream fresh;
+  print_status(fresh, status_report(f.root / "new", std::nullopt, {}, ""));
+  EXPECT_NE(fresh.str().find("job:        not submitted\n"), std::string::npos) << fresh.str();
+  std::ostringstream sweep;
+  print_status(sweep, status_report(f.root / "sweep", last_submission(f.root / "sweep"), {},
+                                    "squeue: timed out"));
+  EXPECT_NE(sweep.str().find("slurm:      unavailable: squeue: timed out\n"
+                             "task 0:\n  attempts:   0 (0 restarts)\n"),
+            std::string::npos)
+      << sweep.str();
+  std::ostringstream purged;
+  print_status(purged, status_report(dir, last_submission(dir), {}, ""));
+  EXPECT_NE(purged.str().find("slurm:      unknown to squeue and sacct (finished and purged, or "
+                              "accounting off); see the attempts below\n"),
+            std::string::npos)
+      << purged.str();
 }
 
 TEST(RunLog, AttemptMarkersAndRankPrefixes) {
