@@ -1,7 +1,10 @@
-# hpctrain_check_no_launcher_libs(TARGET): configure fails when TARGET links, directly or
-# through any library it links, a library of launcher/ other than hpctrain_spec (the job spec,
-# shared by design). The runtime stands on runtime/common (docs/architecture.md); the launcher's
-# run-directory and Slurm code stay out of the worker.
+# The folders' arrows run one way, launcher/ -> runtime/ (docs/architecture.md): configure fails
+# when a target of runtime/ or datasets/ links, directly or through any library it links, a
+# library of launcher/. The job spec and the common basics both programs stand on live in
+# runtime/spec and runtime/common; includes reach a folder only through the libraries linked, so
+# this holds for includes too.
+
+# hpctrain_check_no_launcher_libs(TARGET): the check for one target.
 function(hpctrain_check_no_launcher_libs target)
   set(seen "")
   set(todo ${target})
@@ -18,9 +21,9 @@ function(hpctrain_check_no_launcher_libs target)
     endif()
     get_target_property(imported ${t} IMPORTED)
     get_target_property(dir ${t} SOURCE_DIR)
-    if(NOT imported AND NOT t STREQUAL "hpctrain_spec" AND dir MATCHES "^${PROJECT_SOURCE_DIR}/launcher")
+    if(NOT imported AND dir MATCHES "^${PROJECT_SOURCE_DIR}/launcher")
       message(FATAL_ERROR "${target} links the launcher library ${t} (${path_of_${t}}): move what "
-                          "it needs into runtime/common")
+                          "it needs into runtime/ (runtime/common, runtime/spec)")
     endif()
     set(deps "")
     get_target_property(type ${t} TYPE)
@@ -44,4 +47,23 @@ function(hpctrain_check_no_launcher_libs target)
       endif()
     endforeach()
   endwhile()
+endfunction()
+
+# hpctrain_check_layers(): the check for every target defined under runtime/ and datasets/.
+function(hpctrain_check_layers)
+  set(dirs "${PROJECT_SOURCE_DIR}/runtime" "${PROJECT_SOURCE_DIR}/datasets")
+  set(checked 0)
+  while(dirs)
+    list(POP_FRONT dirs d)
+    get_property(subdirs DIRECTORY "${d}" PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${subdirs})
+    get_property(targets DIRECTORY "${d}" PROPERTY BUILDSYSTEM_TARGETS)
+    foreach(t IN LISTS targets)
+      hpctrain_check_no_launcher_libs(${t})
+      math(EXPR checked "${checked} + 1")
+    endforeach()
+  endwhile()
+  if(checked EQUAL 0)
+    message(FATAL_ERROR "hpctrain_check_layers found no target under runtime/ or datasets/")
+  endif()
 endfunction()

@@ -144,3 +144,27 @@ for dist in md.distributions():
   # find_path of the same name then takes without searching).
   set(HPCTRAIN_NCCL_INCLUDE_DIR "${_nccl_dir}")
 endif()
+
+# hpctrain_find_torch(): find_package(Torch) without the two warnings the wheel's config prints on
+# every configure that a user cannot act on (a macro: the imported targets land in the caller's
+# directory).
+# - "library kineto not found": the wheel has no separate libkineto (the profiler is linked into
+#   libtorch_cpu); naming libtorch_cpu, which TORCH_LIBRARIES has anyway, is what it looks for.
+# - "pytorch is not compatible with CMAKE_CUDA_ARCHITECTURES": its enable_language(CUDA) sets the
+#   variable from nvcc's default under policy CMP0104, then warns that it ignores it (it takes
+#   TORCH_CUDA_ARCH_LIST) and sets it OFF. Under the policy's old behaviour it is never set. No
+#   source of ours is CUDA, so the value mattered to nothing.
+macro(hpctrain_find_torch)
+  get_filename_component(_torch_lib_dir "${HPCTRAIN_TORCH_PREFIX}/../../lib" ABSOLUTE)
+  if(NOT kineto_LIBRARY AND EXISTS "${_torch_lib_dir}/libtorch_cpu.so"
+     AND NOT EXISTS "${_torch_lib_dir}/libkineto.a")
+    set(kineto_LIBRARY "${_torch_lib_dir}/libtorch_cpu.so" CACHE FILEPATH
+        "libtorch_cpu, which holds the wheel's kineto (cmake/torch.cmake)" FORCE)
+  endif()
+  cmake_policy(PUSH)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    cmake_policy(SET CMP0104 OLD)
+  endif()
+  find_package(Torch REQUIRED)
+  cmake_policy(POP)
+endmacro()

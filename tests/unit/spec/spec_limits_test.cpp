@@ -1,4 +1,4 @@
-// Every key's limits, generated from the schema (launcher/spec/schema.hpp fields()), so a key
+// Every key's limits, generated from the schema (runtime/spec/schema.hpp fields()), so a key
 // added there gets its tests without anyone writing them: for each number with a bound, the bound
 // is accepted and a value just past it is refused with an error naming the key and its range; for
 // each choice, every allowed value is accepted and an unknown one refused with the allowed list.
