@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "spec/spec.hpp"
+#include "spec/toml_errors.hpp"
 
 namespace hpctrain::spec {
 namespace {
@@ -103,12 +104,16 @@ Document parse_checked(const std::string& text, const std::string& name) {
   } catch (const toml::exception& e) {
     // toml11's message already points at the spot; keep its first line as the message and the
     // location for our own format.
+    // toml11's message names its parsing functions; its first line and location are put in
+    // the user's words (toml_errors.hpp).
     std::string what = e.what();
     std::string first = what.substr(0, what.find('\n'));
     if (first.rfind("[error] ", 0) == 0) first = first.substr(8);
     const auto& loc = e.location();
-    const int line = static_cast<int>(loc.line());
-    fail(name, line, static_cast<int>(loc.column()), "not valid TOML: " + first, {},
+    const auto plain = plain_syntax_error(first, static_cast<int>(loc.line()),
+                                          static_cast<int>(loc.column()), doc.lines);
+    const int line = plain.line;
+    fail(name, line, plain.column, "not valid TOML: " + plain.message, plain.hint,
          line > 0 && static_cast<size_t>(line) <= doc.lines.size() ? doc.lines[line - 1] : "");
   } catch (const std::exception& e) {
     fail(name, 0, 0, std::string("not valid TOML: ") + e.what());

@@ -11,6 +11,24 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+// How to write a value of `type` on the command line, with the key's own name.
+std::string value_hint(const std::string& path, Type type) {
+  switch (type) {
+    case Type::kInt:
+      return "a whole number, e.g. --set " + path + "=10";
+    case Type::kFloat:
+      return "a number, e.g. --set " + path + "=0.1 or 1e-4";
+    case Type::kBool:
+      return "true or false, e.g. --set " + path + "=true";
+    case Type::kIntList:
+      return "a list of whole numbers as in TOML, e.g. --set '" + path + "=[30, 60]'";
+    case Type::kFloatList:
+      return "a list of numbers as in TOML, e.g. --set '" + path + "=[0.5, 0.25]'";
+    default:
+      return "write the value as in TOML, e.g. --set '" + path + "=[\"a\", \"b\"]' for a list";
+  }
+}
+
 }  // namespace
 
 // Applies "dotted.key=value" to `layer`. A value that is not valid TOML is taken as a string
@@ -52,7 +70,7 @@ void apply_override(const std::string& arg, const Origin& origin, Layer& layer,
   if (!parsed) {
     sink.error(origin, path,
                "cannot read " + quote(text) + " as " + std::string(type_name(field->type)),
-               "write the value as in TOML, e.g. [\"a\", \"b\"] for a list");
+               value_hint(path, field->type));
     return;
   }
   if (!env_name.empty()) {

@@ -258,6 +258,74 @@ TEST(SpecErrors, SweepProblems) {
 }
 
 // Files that are not specs: one clear error naming the file, never a crash.
+// TOML syntax errors say what is wrong in the user's words, at the place to fix, with how to
+// write it; never toml11's internal function names.
+TEST(SpecErrors, SyntaxErrorsInTheUsersWords) {
+  TempDir dir;
+  struct Case {
+    std::string text;
+    int line, column;
+    std::string message, hint;
+  };
+  const std::vector<Case> cases = {
+      {"[job\nname = \"x\"\n", 1, 5, "the table header [job has no closing ]", "[name]"},
+      {"  [[sweep\n", 1, 10, "the table header [[sweep has no closing ]]", "[[name]]"},
+      {"[job]]\n", 1, 6, "text after the table header", "line of its own"},
+      {"a = [1, 2\n", 1, 10, "a list is not closed with ]", "[1, 2, 3]"},
+      {"a = [1,\n2\nb = 3\n", 2, 2, "a list is not closed with ]", "[1, 2, 3]"},
+      {"a = \"x\n", 1, 5, "a string is not closed", "between quotes"},
+      {"a = 'x\n", 1, 5, "a string is not closed", "between quotes"},
+      {"name = myrun\n", 1, 8, "`myrun` is not a value", "name = \"myrun\""},
+      {"flag = tru\n", 1, 8, "`tru` is not a value", "true or false"},
+      {"a == 1\n", 1, 1, "expected key = value", "one setting per line"},
+      {"epochs\n", 1, 1, "`epochs` has no = value", "key = value"},
+      {"a = 1 2\n", 1, 7, "more after the value", "quotes"},
+      {"= 3\n", 1, 1, "a value without a key", "key = value"},
+      {"a = 1\na = 2\n", 2, 1, "`a` is set twice", "keep one"},
+      {"[job]\n[job]\n", 2, 1, "the table [job] is declared twice", "keep one"},
+      {"a = {x = 1\n", 1, 11, "an inline table is not closed with }", "{key = value"},
+      {"a = 01\n", 1, 5, "a number with a leading zero", "write 1"},
+      {"a = 1.\n", 1, 5, "`1.` is not a number", "1.0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    write_text(dir / "syntax.toml", c.text);
+    try {
+      load(options_for(dir / "syntax.toml"));
+      ADD_FAILURE() << "no error";
+    } catch (const SpecError& e) {
+      ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
+      const Diagnostic& d = e.diagnostics()[0];
+      EXPECT_EQ(d.message.rfind("not valid TOML: " + c.message, 0), 0u) << d.format();
+      EXPECT_NE(d.hint.find(c.hint), std::string::npos) << d.format();
+      EXPECT_EQ(d.origin.line, c.line) << d.format();
+      EXPECT_EQ(d.origin.column, c.column) << d.format();
+      EXPECT_EQ(d.format().find("toml::"), std::string::npos) << d.format();
+    }
+  }
+}
+
+// A --set value that does not parse gets a hint for its key's type, naming the key.
+TEST(SpecErrors, OverrideHintsFitTheKeysType) {
+  TempDir dir;
+  const auto all =
+      errors_of(dir, minimal_spec(),
+                {"train.epochs=abc", "train.optimizer.lr=fast", "train.channels_last=yes"});
+  ASSERT_EQ(all.size(), 3u) << format_all(all);
+  const Diagnostic* epochs = find(all, "train.epochs");
+  ASSERT_NE(epochs, nullptr) << format_all(all);
+  EXPECT_NE(epochs->hint.find("whole number, e.g. --set train.epochs=10"), std::string::npos)
+      << epochs->format();
+  EXPECT_EQ(epochs->hint.find("list"), std::string::npos) << epochs->format();
+  const Diagnostic* lr = find(all, "train.optimizer.lr");
+  ASSERT_NE(lr, nullptr) << format_all(all);
+  EXPECT_NE(lr->hint.find("a number, e.g. --set train.optimizer.lr=0.1"), std::string::npos)
+      << lr->format();
+  const Diagnostic* flag = find(all, "train.channels_last");
+  ASSERT_NE(flag, nullptr) << format_all(all);
+  EXPECT_NE(flag->hint.find("true or false"), std::string::npos) << flag->format();
+}
+
 TEST(SpecErrors, BadFiles) {
   TempDir dir;
   auto first_error = [&](const test::fs::path& file) -> Diagnostic {
