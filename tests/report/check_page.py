@@ -150,16 +150,8 @@ def detected_readable(loss):
     return re.fullmatch(r'\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z', str(loss.get('detected'))) is not None
 
 
-def main():
-    dom_file, log_file, run_dir = sys.argv[1:4]
-    no_metrics = '--no-metrics' in sys.argv[4:]
-    with open(dom_file, encoding='utf-8') as f:
-        dom_text = f.read()
-    dom = Dom()
-    dom.feed(dom_text)
-    text = ''.join(dom.page_text)
-
-    # Errors: recorded in the page, or logged by chromium.
+def check_page_ran(dom, dom_text, log_file):
+    """Errors: recorded in the page, or logged by chromium; and the page's script ran to its end."""
     for tag, a, _ in dom.elements:
         if a.get('id') == 'page-errors' and a.get('data-count') != '0':
             fail('the page recorded errors: data-count=%s' % a.get('data-count'))
@@ -173,6 +165,89 @@ def main():
         for line in f:
             if ':CONSOLE' in line or 'Uncaught' in line:
                 fail('chromium log: ' + line.strip())
+
+
+def check_chart(cid, a, d, points, values, sums):
+    """One drawn chart against what the run directory `d` says it must show."""
+    if a.get('data-drawn') != 'true':
+        fail('%s: not drawn' % cid)
+    if a.get('data-points') != str(points):
+        fail('%s: %s points, expected %d' % (cid, a.get('data-points'), points))
+    if a.get('data-series-lengths') != ','.join([str(points)] * len(values)):
+        fail('%s: series lengths %s, expected %d each' % (cid, a.get('data-series-lengths'), points))
+    if a.get('data-series-values') != ','.join(map(str, values)):
+        fail('%s: series values %s, expected %s' % (cid, a.get('data-series-values'), values))
+    # Resumes on step charts: at least one per attempt after the first (the ledger's; the
+    # page adds any the metrics show that the ledger does not explain). Attempt starts
+    # on wall-time charts: one per attempt after the first.
+    later = max(0, starts_after_first(d)) + sum(map(detected_readable, node_losses(d)))
+    marks = int(a.get('data-marks', '-1'))
+    if cid.endswith('/step') and marks < max(0, attempts(d) - 1):
+        fail('%s: %d resume marks, expected at least %d' % (cid, marks, attempts(d) - 1))
+    if cid.endswith('/time') and marks != later:
+        fail('%s: %d attempt-start and node-loss marks, expected %d' % (cid, marks, later))
+    got = [float(v) for v in (a.get('data-series-sums') or '').split(',') if v]
+    if len(got) != len(sums) or any(abs(g - w) > 1e-6 * max(1.0, abs(w)) for g, w in zip(got, sums)):
+        fail('%s: series sums %s, expected %s (the last value written for each step)' % (cid, got, sums))
+
+
+def check_charts(name, d, prefix, charts, no_metrics, dom_text, text):
+    """The charts of one run; returns what was expected of them and how many were checked."""
+    exp, records = expected_charts(d, prefix)
+    if no_metrics:
+        if records:
+            fail('fixture has metrics but --no-metrics was given')
+        if 'data-no-metrics="true"' not in dom_text or 'No metrics yet' not in text:
+            fail('%s: the page does not say that there are no metrics yet' % name)
+    drawn = 0
+    for cid, (points, values, sums) in exp.items():
+        if points == 0:
+            if not no_metrics and cid in charts and charts[cid].get('data-points') not in (None, '0'):
+                fail('%s: %s points, expected none' % (cid, charts[cid].get('data-points')))
+            continue
+        a = charts.get(cid)
+        if a is None:
+            fail('%s: no chart' % cid)
+            continue
+        check_chart(cid, a, d, points, values, sums)
+        drawn += 1
+    return exp, drawn
+
+
+def check_timeline(name, d, dom, text):
+    """One run's attempt bars, checkpoint marks and node losses; returns their counts."""
+    bars = sum(1 for t, a, s in dom.elements if a.get('class') == 'attempt-bar' and s == name)
+    marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'checkpoint-mark' and s == name)
+    if bars != attempts(d):
+        fail('%s: %d attempt bars, expected %d' % (name, bars, attempts(d)))
+    if marks != committed(d):
+        fail('%s: %d checkpoint marks, expected %d' % (name, marks, committed(d)))
+    losses = node_losses(d)
+    loss_marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'node-loss-mark' and s == name)
+    loss_rows = sum(1 for t, a, s in dom.elements if a.get('class') == 'node-loss-row' and s == name)
+    if loss_marks != sum(map(detected_readable, losses)):
+        fail('%s: %d node-loss marks, expected %d' % (name, loss_marks, sum(map(detected_readable, losses))))
+    if loss_rows != len(losses):
+        fail('%s: %d node-loss rows, expected %d' % (name, loss_rows, len(losses)))
+    for loss in losses:
+        for key in ('lost_nodes', 'added_nodes', 'detected_by'):
+            if loss.get(key) and loss[key] not in text:
+                fail('%s: %s %r not shown' % (name, key, loss[key]))
+    if losses and not re.search(r'node losses\s*%d \(recovered in the allocation: %d\)' % (
+            len(losses), sum(1 for l in losses if l['reason'] == 'node_lost' and l.get('recover_s') is not None)), text):
+        fail('%s: the node-loss count is not shown' % name)
+    return bars, marks, loss_rows
+
+
+def main():
+    dom_file, log_file, run_dir = sys.argv[1:4]
+    no_metrics = '--no-metrics' in sys.argv[4:]
+    with open(dom_file, encoding='utf-8') as f:
+        dom_text = f.read()
+    dom = Dom()
+    dom.feed(dom_text)
+    text = ''.join(dom.page_text)
+    check_page_ran(dom, dom_text, log_file)
 
     # The run directory as written, escaping undone by the browser.
     want_dir = os.path.abspath(run_dir)
@@ -188,62 +263,9 @@ def main():
     drawn = 0
     for name, d in runs:
         prefix = name + '/' if tasks else ''
-        exp, records = expected_charts(d, prefix)
-        if no_metrics:
-            if records:
-                fail('fixture has metrics but --no-metrics was given')
-            if 'data-no-metrics="true"' not in dom_text or 'No metrics yet' not in text:
-                fail('%s: the page does not say that there are no metrics yet' % name)
-        for cid, (points, values, sums) in exp.items():
-            if points == 0:
-                if not no_metrics and cid in charts and charts[cid].get('data-points') not in (None, '0'):
-                    fail('%s: %s points, expected none' % (cid, charts[cid].get('data-points')))
-                continue
-            a = charts.get(cid)
-            if a is None:
-                fail('%s: no chart' % cid)
-                continue
-            if a.get('data-drawn') != 'true':
-                fail('%s: not drawn' % cid)
-            if a.get('data-points') != str(points):
-                fail('%s: %s points, expected %d' % (cid, a.get('data-points'), points))
-            if a.get('data-series-lengths') != ','.join([str(points)] * len(values)):
-                fail('%s: series lengths %s, expected %d each' % (cid, a.get('data-series-lengths'), points))
-            if a.get('data-series-values') != ','.join(map(str, values)):
-                fail('%s: series values %s, expected %s' % (cid, a.get('data-series-values'), values))
-            # Resumes on step charts: at least one per attempt after the first (the ledger's; the
-            # page adds any the metrics show that the ledger does not explain). Attempt starts
-            # on wall-time charts: one per attempt after the first.
-            later = max(0, starts_after_first(d)) + sum(map(detected_readable, node_losses(d)))
-            marks = int(a.get('data-marks', '-1'))
-            if cid.endswith('/step') and marks < max(0, attempts(d) - 1):
-                fail('%s: %d resume marks, expected at least %d' % (cid, marks, attempts(d) - 1))
-            if cid.endswith('/time') and marks != later:
-                fail('%s: %d attempt-start and node-loss marks, expected %d' % (cid, marks, later))
-            got = [float(v) for v in (a.get('data-series-sums') or '').split(',') if v]
-            if len(got) != len(sums) or any(abs(g - w) > 1e-6 * max(1.0, abs(w)) for g, w in zip(got, sums)):
-                fail('%s: series sums %s, expected %s (the last value written for each step)' % (cid, got, sums))
-            drawn += 1
-        bars = sum(1 for t, a, s in dom.elements if a.get('class') == 'attempt-bar' and s == name)
-        marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'checkpoint-mark' and s == name)
-        if bars != attempts(d):
-            fail('%s: %d attempt bars, expected %d' % (name, bars, attempts(d)))
-        if marks != committed(d):
-            fail('%s: %d checkpoint marks, expected %d' % (name, marks, committed(d)))
-        losses = node_losses(d)
-        loss_marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'node-loss-mark' and s == name)
-        loss_rows = sum(1 for t, a, s in dom.elements if a.get('class') == 'node-loss-row' and s == name)
-        if loss_marks != sum(map(detected_readable, losses)):
-            fail('%s: %d node-loss marks, expected %d' % (name, loss_marks, sum(map(detected_readable, losses))))
-        if loss_rows != len(losses):
-            fail('%s: %d node-loss rows, expected %d' % (name, loss_rows, len(losses)))
-        for loss in losses:
-            for key in ('lost_nodes', 'added_nodes', 'detected_by'):
-                if loss.get(key) and loss[key] not in text:
-                    fail('%s: %s %r not shown' % (name, key, loss[key]))
-        if losses and not re.search(r'node losses\s*%d \(recovered in the allocation: %d\)' % (
-                len(losses), sum(1 for l in losses if l['reason'] == 'node_lost' and l.get('recover_s') is not None)), text):
-            fail('%s: the node-loss count is not shown' % name)
+        exp, drawn_here = check_charts(name, d, prefix, charts, no_metrics, dom_text, text)
+        drawn += drawn_here
+        bars, marks, loss_rows = check_timeline(name, d, dom, text)
         print('%s: %d charts checked, %d attempt bars, %d checkpoint marks, %d node losses' % (name, len([c for c in exp.values() if c[0]]), bars, marks, loss_rows))
     if not no_metrics and drawn == 0:
         fail('no chart checked')
@@ -254,7 +276,6 @@ def main():
     for e in errors:
         print('FAIL: ' + e, file=sys.stderr)
     sys.exit(1 if errors else 0)
-
 
 if __name__ == '__main__':
     main()

@@ -234,6 +234,94 @@ def files_bytes(files):
     return {f.name: f.read_bytes() for f in files}
 
 
+def check_attributes(checks, files, attrs):
+    """The root attributes of each of the 3 shards."""
+    for k, a in enumerate(attrs):
+        name = files[k].name
+        checks.expect(int(a.get("format_version", -1)) == 2, f"{name}: format_version "
+                                                             f"{a.get('format_version')}")
+        checks.expect(text(a.get("encoding")) == "jpeg", f"{name}: encoding {a.get('encoding')}")
+        checks.expect([text(c) for c in a.get("class_names", [])] == sorted(CLASSES),
+                      f"{name}: class_names {a.get('class_names')}")
+        checks.expect(int(a.get("num_classes", -1)) == len(CLASSES),
+                      f"{name}: num_classes {a.get('num_classes')}")
+        checks.expect(int(a.get("shard_index", -1)) == k and int(a.get("num_shards", -1)) == 3,
+                      f"{name}: shard_index {a.get('shard_index')} num_shards "
+                      f"{a.get('num_shards')}")
+
+
+def check_stats(checks, files, attrs, samples, figures):
+    """mean/std (root attributes, [0, 1] scale, per channel) are the shard's decoded pixels': the
+    converter samples them (1/8-scale decodes, every 16th pixel), so within STATS_TOLERANCE of
+    PIL's decode of every stored pixel of the shard."""
+    for f, a in zip(files, attrs):
+        pix = np.concatenate([
+            np.asarray(Image.open(io.BytesIO(smp["bytes"])).convert("RGB"),
+                       dtype=np.float64).reshape(-1, 3) / 255.0
+            for smp in samples if smp["where"].startswith(f.name + " ")])
+        want_mean, want_std = pix.mean(axis=0), pix.std(axis=0)
+        got_mean = np.asarray(a.get("mean", [np.nan] * 3), dtype=np.float64)
+        got_std = np.asarray(a.get("std", [np.nan] * 3), dtype=np.float64)
+        err = max(np.max(np.abs(got_mean - want_mean)), np.max(np.abs(got_std - want_std)))
+        figures.append(f"{f.name}: mean/std within {err:.4f} of the decoded pixels'")
+        checks.expect(got_mean.shape == (3,) and got_std.shape == (3,) and err <= STATS_TOLERANCE,
+                      f"{f.name}: mean {got_mean} std {got_std}, the decoded pixels' "
+                      f"{want_mean.round(4)} / {want_std.round(4)}")
+
+
+def check_reencoded(checks, where, kind, path, stored, figures):
+    """A re-encoded sample: a quality-90 RGB JPEG, resized only when bigger than MAX_SIDE, and no
+    further from its source than PIL's own encode of it (plus PIXEL_MARGIN)."""
+    checks.expect(stored.format == "JPEG" and stored.mode == "RGB",
+                  f"{where}: {kind} input stored as {stored.format} {stored.mode}, not a "
+                  f"3-channel JPEG")
+    checks.expect(stored.quantization == QUALITY_90_TABLES,
+                  f"{where}: {kind} input not re-encoded at quality 90 (its quantization "
+                  f"tables are not libjpeg's for 90)")
+    src = Image.open(path)
+    ref = src.convert("RGB")
+    if kind == "big":
+        scale = MAX_SIDE / max(src.size)
+        w, h = stored.size
+        checks.expect(max(w, h) == MAX_SIDE and abs(w - src.width * scale) <= 1 and
+                      abs(h - src.height * scale) <= 1,
+                      f"{where}: {src.width}x{src.height} stored as {w}x{h}, expected the "
+                      f"longer side {MAX_SIDE} and the aspect kept")
+        ref = ref.resize((w, h), Image.BICUBIC, reducing_gap=None)
+    elif not checks.expect(stored.size == src.size,
+                           f"{where}: {src.size} stored as {stored.size}"):
+        return
+    if stored.size != ref.size:
+        return
+    d = mean_abs_diff(np.asarray(stored.convert("RGB")), np.asarray(ref))
+    base = pil_reencode_loss(ref)
+    figures.append(f"{kind} ({path.name}) re-encoded: mean |diff| {d:.2f} against "
+                   f"{'PIL resize of ' if kind == 'big' else ''}the source; PIL's own "
+                   f"quality 90 encode of that loses {base:.2f}")
+    checks.expect(d <= base + PIXEL_MARGIN,
+                  f"{where}: {kind} re-encode mean |diff| {d:.2f} > {base:.2f} (PIL's own "
+                  f"quality 90 encode) + {PIXEL_MARGIN}")
+
+
+def check_samples(checks, kept, samples, kinds, figures):
+    """Each sample against its source, in sorted order."""
+    for (path, label), smp in zip(kept, samples):
+        where = f"{smp['where']} ({path.name})"
+        kind = kinds[path]
+        checks.expect(smp["label"] == label, f"{where}: label {smp['label']}, class folder index "
+                                             f"{label}")
+        stored = Image.open(io.BytesIO(smp["bytes"]))
+        stored.load()
+        checks.expect(smp["shape"] == (stored.height, stored.width),
+                      f"{where}: /shapes {smp['shape']}, PIL decodes {stored.height}x"
+                      f"{stored.width}")
+        if kind == "asis":
+            checks.expect(smp["bytes"] == path.read_bytes(),
+                          f"{where}: stored bytes differ from the source file's")
+            continue
+        check_reencoded(checks, where, kind, path, stored, figures)
+
+
 def check_round_trip(checks, tool, root, kinds, out, figures):
     """Checks 1 and 2 (--shards 3); returns the shard files."""
     stdout = convert(checks, tool, root, "-o", out / "a", "--max-side", MAX_SIDE, "--shards", 3,
@@ -259,79 +347,9 @@ def check_round_trip(checks, tool, root, kinds, out, figures):
     listed = sorted(os.path.normpath(p) for p, _ in s["skipped_lines"])
     checks.expect(listed == sorted(os.path.normpath(p) for p in skipped),
                   f"skipped files listed: {listed}, expected {[str(p) for p in skipped]}")
-    # Attributes of each shard.
-    for k, a in enumerate(attrs):
-        name = files[k].name
-        checks.expect(int(a.get("format_version", -1)) == 2, f"{name}: format_version "
-                                                             f"{a.get('format_version')}")
-        checks.expect(text(a.get("encoding")) == "jpeg", f"{name}: encoding {a.get('encoding')}")
-        checks.expect([text(c) for c in a.get("class_names", [])] == sorted(CLASSES),
-                      f"{name}: class_names {a.get('class_names')}")
-        checks.expect(int(a.get("num_classes", -1)) == len(CLASSES),
-                      f"{name}: num_classes {a.get('num_classes')}")
-        checks.expect(int(a.get("shard_index", -1)) == k and int(a.get("num_shards", -1)) == 3,
-                      f"{name}: shard_index {a.get('shard_index')} num_shards "
-                      f"{a.get('num_shards')}")
-    # mean/std (root attributes, [0, 1] scale, per channel) are the shard's decoded pixels': the
-    # converter samples them (1/8-scale decodes, every 16th pixel), so within STATS_TOLERANCE of
-    # PIL's decode of every stored pixel of the shard.
-    for k, (f, a) in enumerate(zip(files, attrs)):
-        pix = np.concatenate([
-            np.asarray(Image.open(io.BytesIO(smp["bytes"])).convert("RGB"),
-                       dtype=np.float64).reshape(-1, 3) / 255.0
-            for smp in samples if smp["where"].startswith(f.name + " ")])
-        want_mean, want_std = pix.mean(axis=0), pix.std(axis=0)
-        got_mean = np.asarray(a.get("mean", [np.nan] * 3), dtype=np.float64)
-        got_std = np.asarray(a.get("std", [np.nan] * 3), dtype=np.float64)
-        err = max(np.max(np.abs(got_mean - want_mean)), np.max(np.abs(got_std - want_std)))
-        figures.append(f"{f.name}: mean/std within {err:.4f} of the decoded pixels'")
-        checks.expect(got_mean.shape == (3,) and got_std.shape == (3,) and err <= STATS_TOLERANCE,
-                      f"{f.name}: mean {got_mean} std {got_std}, the decoded pixels' "
-                      f"{want_mean.round(4)} / {want_std.round(4)}")
-    # Each sample against its source, in sorted order.
-    for (path, label), smp in zip(kept, samples):
-        where = f"{smp['where']} ({path.name})"
-        kind = kinds[path]
-        checks.expect(smp["label"] == label, f"{where}: label {smp['label']}, class folder index "
-                                             f"{label}")
-        stored = Image.open(io.BytesIO(smp["bytes"]))
-        stored.load()
-        checks.expect(smp["shape"] == (stored.height, stored.width),
-                      f"{where}: /shapes {smp['shape']}, PIL decodes {stored.height}x"
-                      f"{stored.width}")
-        if kind == "asis":
-            checks.expect(smp["bytes"] == path.read_bytes(),
-                          f"{where}: stored bytes differ from the source file's")
-            continue
-        checks.expect(stored.format == "JPEG" and stored.mode == "RGB",
-                      f"{where}: {kind} input stored as {stored.format} {stored.mode}, not a "
-                      f"3-channel JPEG")
-        checks.expect(stored.quantization == QUALITY_90_TABLES,
-                      f"{where}: {kind} input not re-encoded at quality 90 (its quantization "
-                      f"tables are not libjpeg's for 90)")
-        src = Image.open(path)
-        ref = src.convert("RGB")
-        if kind == "big":
-            scale = MAX_SIDE / max(src.size)
-            w, h = stored.size
-            checks.expect(max(w, h) == MAX_SIDE and abs(w - src.width * scale) <= 1 and
-                          abs(h - src.height * scale) <= 1,
-                          f"{where}: {src.width}x{src.height} stored as {w}x{h}, expected the "
-                          f"longer side {MAX_SIDE} and the aspect kept")
-            ref = ref.resize((w, h), Image.BICUBIC, reducing_gap=None)
-        elif not checks.expect(stored.size == src.size,
-                               f"{where}: {src.size} stored as {stored.size}"):
-            continue
-        if stored.size != ref.size:
-            continue
-        d = mean_abs_diff(np.asarray(stored.convert("RGB")), np.asarray(ref))
-        base = pil_reencode_loss(ref)
-        figures.append(f"{kind} ({path.name}) re-encoded: mean |diff| {d:.2f} against "
-                       f"{'PIL resize of ' if kind == 'big' else ''}the source; PIL's own "
-                       f"quality 90 encode of that loses {base:.2f}")
-        checks.expect(d <= base + PIXEL_MARGIN,
-                      f"{where}: {kind} re-encode mean |diff| {d:.2f} > {base:.2f} (PIL's own "
-                      f"quality 90 encode) + {PIXEL_MARGIN}")
+    check_attributes(checks, files, attrs)
+    check_stats(checks, files, attrs, samples, figures)
+    check_samples(checks, kept, samples, kinds, figures)
     # Skipped files' bytes are in no shard (they are not JPEGs the converter would store).
     all_bytes = b"".join(smp["bytes"] for smp in samples)
     for p in skipped:

@@ -118,9 +118,10 @@ struct Damage {
   std::string expected;  // after "<path>: "
 };
 
-TEST(Format, EachRuleRejectsWithOneMessageForValidatorAndLoader) {
+// One damage per rule of the format, with the message it must give.
+std::vector<Damage> damage_per_rule() {
   const double nan = std::nan("");
-  const std::vector<Damage> cases = {
+  return {
       // Identity is checked first: the missing /labels is not what is reported.
       {"version before datasets",
        [](RawFile& f) {
@@ -183,11 +184,14 @@ TEST(Format, EachRuleRejectsWithOneMessageForValidatorAndLoader) {
        },
        "attribute 'std' must be positive and 'mean' finite"},
   };
+}
+
+TEST(Format, EachRuleRejectsWithOneMessageForValidatorAndLoader) {
   TempDir dir;
   const auto good = dir.file("good.h5");
   testing::make_dataset(good, 40, 6, 6, 3, 10, 8);
   ASSERT_EQ(format_error([&] { header_of(good); }), "");
-  for (const Damage& d : cases) {
+  for (const Damage& d : damage_per_rule()) {
     const auto path = dir.file("bad.h5");
     std::filesystem::copy_file(good, path, std::filesystem::copy_options::overwrite_existing);
     {

@@ -192,9 +192,49 @@ TEST(Evaluate, CountsEverySampleOnceWithTopOneAndTopFive) {
   EXPECT_NEAR(r.loss, (even + odd) / 2, 1e-6);  // float32 logits
 }
 
+// One random gradient for both copies of the parameters: contiguous for the reference, the
+// weight's channels_last for the fused step.
+void set_same_grads(at::Tensor& rw, at::Tensor& rb, at::Tensor& fw, at::Tensor& fb) {
+  const at::Tensor gw = torch::randn({4, 3, 2, 2}), gb = torch::randn({4});
+  rw.mutable_grad() = gw.clone();
+  rb.mutable_grad() = gb.clone();
+  fw.mutable_grad() = gw.clone().contiguous(at::MemoryFormat::ChannelsLast);
+  fb.mutable_grad() = gb.clone();
+}
+
+// A checkpoint's state put back as a file gives it (contiguous CPU tensors, the parameters
+// channels_last): every state tensor takes its parameter's layout, the device step counts
+// follow, and the state is `want` again. With the file's layout kept, torch's fused CPU kernels
+// compute other updates without a word (the CUDA ones refuse).
+void expect_restore_takes_parameter_layout(torch::optim::Optimizer& reference,
+                                           const NamedParams& reference_params,
+                                           torch::optim::Optimizer& fused_opt, FusedStep& fused,
+                                           const NamedParams& fused_params,
+                                           const NamedParams& want) {
+  std::vector<std::pair<std::string, at::Tensor>> from_file;
+  for (const auto& [name, t] : optimizer_state(reference, reference_params)) {
+    from_file.emplace_back(name, t.contiguous().clone());
+  }
+  load_optimizer_state(fused_opt, fused_params, from_file);
+  fused.reload_state();
+  const auto restored = optimizer_state(fused_opt, fused_params);
+  for (const auto& [name, t] : restored) {
+    if (t.dim() == 0) continue;  // AdamW's step
+    const at::Tensor& param =
+        name.rfind("w.", 0) == 0 ? fused_params[0].second : fused_params[1].second;
+    EXPECT_EQ(t.strides(), param.strides()) << name << " restored with the file's layout";
+  }
+  fused.flush_state();
+  const auto reloaded = optimizer_state(fused_opt, fused_params);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(torch::equal(reloaded[i].second, want[i].second)) << want[i].first;
+  }
+}
+
 // The device path's fused kernels against the per-parameter optimizers of the CPU path, from the
 // same start, over several steps with a changing learning rate; a step with found_inf = 1 changes
-// neither the parameters nor the state (AdamW's step count included).
+// neither the parameters nor the state (AdamW's step count included). After a restore from a
+// file the next steps match the optimizer that never stopped.
 void expect_fused_matches(spec::Optimizer name, bool nesterov) {
   spec::Spec s;
   s.train.optimizer.name = name;
@@ -217,14 +257,10 @@ void expect_fused_matches(spec::Optimizer name, bool nesterov) {
   FusedStep fused(*fused_opt, {{"w", fw}, {"b", fb}});
   const at::Tensor clean = torch::zeros({1}), skip = torch::ones({1});
   for (int step = 0; step < 5; ++step) {
-    const at::Tensor gw = torch::randn({4, 3, 2, 2}), gb = torch::randn({4});
+    set_same_grads(rw, rb, fw, fb);
     const double lr = 0.1 / (step + 1);
     set_lr(*reference, lr);
     set_lr(*fused_opt, lr);
-    rw.mutable_grad() = gw.clone();
-    rb.mutable_grad() = gb.clone();
-    fw.mutable_grad() = gw.clone().contiguous(at::MemoryFormat::ChannelsLast);
-    fb.mutable_grad() = gb.clone();
     if (step == 2) {  // skipped: nothing moves
       const at::Tensor w_before = fw.detach().clone();
       fused.step(skip);
@@ -246,33 +282,10 @@ void expect_fused_matches(spec::Optimizer name, bool nesterov) {
         torch::allclose(got[i].second.to(at::kDouble), want[i].second.to(at::kDouble), 1e-5, 1e-6))
         << want[i].first << ": " << got[i].second << " vs " << want[i].second;
   }
-  // A checkpoint's state put back as a file gives it (contiguous CPU tensors, the parameters
-  // channels_last): every state tensor takes its parameter's layout, the device step counts
-  // follow, and the next steps match the optimizer that never stopped. With the file's layout
-  // kept, torch's fused CPU kernels compute other updates without a word (the CUDA ones refuse).
-  std::vector<std::pair<std::string, at::Tensor>> from_file;
-  for (const auto& [name, t] : optimizer_state(*reference, {{"w", rw}, {"b", rb}})) {
-    from_file.emplace_back(name, t.contiguous().clone());
-  }
-  load_optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}}, from_file);
-  fused.reload_state();
-  const auto restored = optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}});
-  for (const auto& [name, t] : restored) {
-    if (t.dim() == 0) continue;  // AdamW's step
-    const at::Tensor& param = name.rfind("w.", 0) == 0 ? fw : fb;
-    EXPECT_EQ(t.strides(), param.strides()) << name << " restored with the file's layout";
-  }
-  fused.flush_state();
-  const auto reloaded = optimizer_state(*fused_opt, {{"w", fw}, {"b", fb}});
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_TRUE(torch::equal(reloaded[i].second, want[i].second)) << want[i].first;
-  }
+  expect_restore_takes_parameter_layout(*reference, {{"w", rw}, {"b", rb}}, *fused_opt, fused,
+                                        {{"w", fw}, {"b", fb}}, want);
   for (int step = 5; step < 8; ++step) {
-    const at::Tensor gw = torch::randn({4, 3, 2, 2}), gb = torch::randn({4});
-    rw.mutable_grad() = gw.clone();
-    rb.mutable_grad() = gb.clone();
-    fw.mutable_grad() = gw.clone().contiguous(at::MemoryFormat::ChannelsLast);
-    fb.mutable_grad() = gb.clone();
+    set_same_grads(rw, rb, fw, fb);
     reference->step();
     fused.step(at::Tensor());
     EXPECT_TRUE(torch::allclose(fw, rw, 1e-5, 1e-6)) << "step " << step << " after the restore";
