@@ -4,6 +4,7 @@
 // the seeds must give both.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "data/augment.hpp"
@@ -87,6 +88,57 @@ std::vector<float> expected_same(const std::vector<uint8_t>& src, bool flip) {
     }
   }
   return want;
+}
+
+// torch's bilinear resize (upsample_bilinear2d, align_corners=False, no antialiasing), worked out
+// here on its own: output pixel d of a side resized from `in` to `out` samples the source at
+// (d + 0.5) * in / out - 0.5, clamped at 0 below, between pixel floor(s) and the next one (the last
+// pixel at the far edge). NCHW output.
+std::vector<float> expected_torch_bilinear(const std::vector<uint8_t>& src, int64_t out) {
+  struct Tap {
+    int64_t i0, i1;
+    double f;
+  };
+  std::vector<Tap> taps;
+  const double scale = static_cast<double>(kSide) / static_cast<double>(out);
+  for (int64_t d = 0; d < out; ++d) {
+    const double s = std::max(0.0, (static_cast<double>(d) + 0.5) * scale - 0.5);
+    const auto i0 = static_cast<int64_t>(std::floor(s));
+    taps.push_back({i0, std::min(i0 + 1, kSide - 1), s - static_cast<double>(i0)});
+  }
+  std::vector<float> want(static_cast<size_t>(out * out * kChannels));
+  auto at = [&](int64_t y, int64_t x, int64_t ch) {
+    return static_cast<double>(src[static_cast<size_t>((y * kSide + x) * kChannels + ch)]);
+  };
+  for (int64_t ch = 0; ch < kChannels; ++ch) {
+    for (int64_t y = 0; y < out; ++y) {
+      const Tap ty = taps[static_cast<size_t>(y)];
+      for (int64_t x = 0; x < out; ++x) {
+        const Tap tx = taps[static_cast<size_t>(x)];
+        const double top =
+            at(ty.i0, tx.i0, ch) + tx.f * (at(ty.i0, tx.i1, ch) - at(ty.i0, tx.i0, ch));
+        const double bottom =
+            at(ty.i1, tx.i0, ch) + tx.f * (at(ty.i1, tx.i1, ch) - at(ty.i1, tx.i0, ch));
+        want[static_cast<size_t>((ch * out + y) * out + x)] =
+            static_cast<float>(top + ty.f * (bottom - top));
+      }
+    }
+  }
+  return want;
+}
+
+TEST(AugmentFlip, BilinearSamplesWhereTorchsResizeDoes) {
+  // Ratios that put the taps between pixels, at the clamped near edge and at the far edge, down
+  // and up: a half-pixel shift or a tap one pixel off moves outputs by several grey levels.
+  const auto src = asymmetric_image();
+  for (int64_t side : {3, 5, 7, 11, 13}) {
+    SCOPED_TRACE("output side " + std::to_string(side));
+    const Transform never(whole_image_crop(side, 0.0), identity_info());
+    const auto got = apply(never, src, 0);
+    const auto want = expected_torch_bilinear(src, side);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-3) << "output " << i;
+  }
 }
 
 TEST(AugmentFlip, AlwaysAndNeverFlipGiveTheMirrorAndTheImage) {

@@ -104,6 +104,45 @@ TEST(Transform, CropFlipIsAPaddedShiftAndDeterministic) {
             run<uint8_t>(t, src, 5, /*seed=*/1, /*epoch=*/1));
 }
 
+TEST(Transform, CropFlipOffsetsAreUniformOverThePadding) {
+  // Each of the 2 * pad + 1 vertical and horizontal shifts equally likely (chi-square, 4 degrees
+  // of freedom, below 18.47: p = 0.001), every combination seen: a range one short or shifted,
+  // or one axis left unshifted, is far outside.
+  const int64_t h = 6, w = 6, c = 1, pad = 2, n = 5000;
+  const auto src = image(h, w, c);
+  TransformConfig cfg;
+  cfg.augment = Augment::kCropFlip;
+  cfg.crop_padding = pad;
+  cfg.flip_probability = 0.0;
+  cfg.layout = Layout::kNHWC;
+  cfg.output = OutputType::kUint8;
+  const Transform t(cfg, info_of(h, w, c));
+  std::vector<std::vector<uint8_t>> shifts;  // [(dy + pad) * 5 + dx + pad]
+  for (int64_t dy = -pad; dy <= pad; ++dy) {
+    for (int64_t dx = -pad; dx <= pad; ++dx) shifts.push_back(shifted(src, h, w, c, dy, dx, false));
+  }
+  std::vector<int64_t> by_y(2 * pad + 1), by_x(2 * pad + 1), both(shifts.size());
+  for (int64_t index = 0; index < n; ++index) {
+    const auto out = run<uint8_t>(t, src, index);
+    const auto it = std::find(shifts.begin(), shifts.end(), out);
+    ASSERT_NE(it, shifts.end()) << "sample " << index << " is no shift of the padded image";
+    const auto k = it - shifts.begin();
+    ++by_y[static_cast<size_t>(k / (2 * pad + 1))];
+    ++by_x[static_cast<size_t>(k % (2 * pad + 1))];
+    ++both[static_cast<size_t>(k)];
+  }
+  auto chi_square = [&](const std::vector<int64_t>& counts) {
+    const double expected = static_cast<double>(n) / static_cast<double>(counts.size());
+    double sum = 0;
+    for (int64_t count : counts)
+      sum += std::pow(static_cast<double>(count) - expected, 2) / expected;
+    return sum;
+  };
+  EXPECT_LT(chi_square(by_y), 18.47);
+  EXPECT_LT(chi_square(by_x), 18.47);
+  for (size_t k = 0; k < both.size(); ++k) EXPECT_GT(both[k], 0) << "shift " << k << " never drawn";
+}
+
 TEST(Transform, RandomResizedCropOutputsTheSizeAndInterpolates) {
   const int64_t h = 40, w = 30, c = 3;
   std::vector<uint8_t> flat(h * w * c, 77);
