@@ -89,6 +89,93 @@ std::vector<std::pair<std::string, at::Generator>> generators(const at::Device& 
   return out;
 }
 
+// Local SGD's files a rank needs from checkpoint `l` besides the shared ones: local_sgd.pt, rank
+// R > 0 its local-rank-R.pt, and at another world size all the saving ranks' (it starts from
+// their mean).
+std::vector<std::string> local_files_needed(const checkpoint::Loaded& l, int rank, int size) {
+  std::vector<std::string> names = {kLocalSgdFile};
+  if (l.world_size == size) {
+    if (rank != 0) names.push_back(local_file(rank));
+  } else {
+    for (int r = 1; r < l.world_size; ++r) names.push_back(local_file(r));
+  }
+  return names;
+}
+
+bool lacks_any(const checkpoint::Loaded& l, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (!l.files.count(n)) return true;
+  }
+  return false;
+}
+
+// Every piece of state restore() puts back, by name; tests leave some out
+// (Checkpointer::set_restore_ablation).
+struct RestoredPieces {
+  const std::set<std::string>& skip;
+  std::set<std::string> names;
+
+  bool restoring(const std::string& piece) {
+    names.insert(piece);
+    return skip.count(piece) == 0;
+  }
+};
+
+// Every entry of the model's state dict from `weights` (model.pt of step `step`).
+void restore_model(model::Classifier& model, const model::StateDict& weights, int64_t step,
+                   RestoredPieces& pieces) {
+  std::set<std::string> parameter_names;
+  for (const auto& p : model.named_parameters()) parameter_names.insert(p.key());
+  model::StateDict own = model::state_dict(model);
+  for (const auto& item : own) {
+    const at::Tensor* saved = weights.find(item.key());
+    if (!saved) {
+      HPCTRAIN_THROW(rt::Error,
+                     "model.pt of step " + std::to_string(step) + " lacks " + item.key());
+    }
+    const bool parameter = parameter_names.count(item.key()) > 0;
+    if (pieces.restoring(parameter ? "model.parameters" : "model.buffers")) {
+      restore_into(item.value(), *saved,
+                   "model.pt of step " + std::to_string(step) + ": " + item.key());
+    }
+  }
+}
+
+void restore_optimizer(TrainingState& state, const model::StateDict& opt, RestoredPieces& pieces) {
+  std::vector<std::pair<std::string, at::Tensor>> entries;
+  for (const auto& item : opt) {
+    const std::string& name = item.key();  // "<parameter>.<kind>"
+    if (pieces.restoring("optimizer." + name.substr(name.rfind('.') + 1))) {
+      entries.emplace_back(name, item.value());
+    }
+  }
+  load_optimizer_state(state.optimizer, state.params, entries);
+}
+
+void restore_scaler(GradScaler* scaler, const nlohmann::json& trainer, RestoredPieces& pieces) {
+  if (!scaler || !trainer["scaler"].is_object()) return;
+  GradScalerState s = scaler->state();  // a fresh scaler's, where a test skips one
+  if (pieces.restoring("scaler.scale")) s.scale = trainer["scaler"]["scale"].get<double>();
+  if (pieces.restoring("scaler.growth_tracker")) {
+    s.growth_tracker = trainer["scaler"]["growth_tracker"].get<int64_t>();
+  }
+  scaler->load_state(s);
+}
+
+// This rank's generator states, when the checkpoint holds them.
+void restore_rng(const checkpoint::Loaded& loaded, int rank, const at::Device& device,
+                 RestoredPieces& pieces) {
+  const auto rng_it = loaded.files.find(rng_file(rank));
+  if (rng_it == loaded.files.end()) return;
+  const model::StateDict rng = model::weights_from_bytes(rng_it->second, rng_file(rank));
+  for (auto& [name, gen] : generators(device)) {
+    if (const at::Tensor* s = rng.find(name); s && pieces.restoring("rng." + name)) {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(*s);
+    }
+  }
+}
+
 }  // namespace
 
 // A save whose files are being written in the background.
@@ -214,32 +301,18 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
   // until all hold the same one.
   std::vector<std::string> shared = {"model.pt", "optimizer.pt", "trainer.json"};
   const bool local = state.local_sgd != nullptr;
-  // Local SGD needs more: local_sgd.pt, rank R > 0 its local-rank-R.pt, and at another world
-  // size every rank all the saving ranks' (it starts from their mean). They are asked for once a
-  // step is found and its resume key checked: a checkpoint of an all-reduce run is refused by
-  // name, not passed over as damaged. A step whose files cannot all be read gives way to an
-  // older one.
+  // Local SGD needs more (local_files_needed). They are asked for once a step is found and its
+  // resume key checked: a checkpoint of an all-reduce run is refused by name, not passed over as
+  // damaged. A step whose files cannot all be read gives way to an older one.
   const auto locals_needed = [&](const checkpoint::Loaded& l) {
-    std::vector<std::string> names = {kLocalSgdFile};
-    if (l.world_size == comm_.size()) {
-      if (comm_.rank() != 0) names.push_back(local_file(comm_.rank()));
-    } else {
-      for (int r = 1; r < l.world_size; ++r) names.push_back(local_file(r));
-    }
-    return names;
-  };
-  const auto lacks = [&](const checkpoint::Loaded& l, const std::vector<std::string>& names) {
-    for (const auto& n : names) {
-      if (!l.files.count(n)) return true;
-    }
-    return false;
+    return local_files_needed(l, comm_.rank(), comm_.size());
   };
   int64_t at_most = std::numeric_limits<int64_t>::max();
   std::optional<checkpoint::Loaded> loaded;
   while (true) {
     loaded = store_->load_latest(shared, at_most);
     if (loaded) check_resume_key(*loaded, state);  // before looking for files it may lack
-    while (local && loaded && lacks(*loaded, locals_needed(*loaded))) {
+    while (local && loaded && lacks_any(*loaded, locals_needed(*loaded))) {
       std::vector<std::string> names = shared;
       for (auto& n : locals_needed(*loaded)) names.push_back(n);
       loaded = store_->load_latest(names, loaded->step);
@@ -256,77 +329,37 @@ std::optional<Checkpointer::Resumed> Checkpointer::restore(TrainingState& state)
     if (steps.max().item<int64_t>() == agreed) break;
     at_most = agreed;
   }
+
+  // Every rank holds the same step: put its state back.
   const int64_t step = loaded->step;
-  {
-    const nlohmann::json trainer = nlohmann::json::parse(loaded->files.at("trainer.json"));
-    torch::NoGradGuard no_grad;
-    // Every piece of state this puts back, by name; tests leave some out (set_restore_ablation).
-    std::set<std::string> pieces;
-    const auto restoring = [&](const std::string& piece) {
-      pieces.insert(piece);
-      return ablate_skip_.count(piece) == 0;
-    };
-    std::set<std::string> parameter_names;
-    for (const auto& p : state.model.named_parameters()) parameter_names.insert(p.key());
-    model::StateDict weights = model::weights_from_bytes(
-        loaded->files.at("model.pt"), "model.pt of step " + std::to_string(step));
-    model::StateDict opt = model::weights_from_bytes(
-        loaded->files.at("optimizer.pt"), "optimizer.pt of step " + std::to_string(step));
-    if (local) restore_local(state, *loaded, weights, opt, restoring);
-    model::StateDict own = model::state_dict(state.model);
-    for (const auto& item : own) {
-      const at::Tensor* saved = weights.find(item.key());
-      if (!saved) {
-        HPCTRAIN_THROW(rt::Error,
-                       "model.pt of step " + std::to_string(step) + " lacks " + item.key());
-      }
-      const bool parameter = parameter_names.count(item.key()) > 0;
-      if (restoring(parameter ? "model.parameters" : "model.buffers")) {
-        restore_into(item.value(), *saved,
-                     "model.pt of step " + std::to_string(step) + ": " + item.key());
-      }
-    }
-    std::vector<std::pair<std::string, at::Tensor>> entries;
-    for (const auto& item : opt) {
-      const std::string& name = item.key();  // "<parameter>.<kind>"
-      if (restoring("optimizer." + name.substr(name.rfind('.') + 1))) {
-        entries.emplace_back(name, item.value());
-      }
-    }
-    load_optimizer_state(state.optimizer, state.params, entries);
-    if (state.scaler && trainer["scaler"].is_object()) {
-      GradScalerState s = state.scaler->state();  // a fresh scaler's, where a test skips one
-      if (restoring("scaler.scale")) s.scale = trainer["scaler"]["scale"].get<double>();
-      if (restoring("scaler.growth_tracker")) {
-        s.growth_tracker = trainer["scaler"]["growth_tracker"].get<int64_t>();
-      }
-      state.scaler->load_state(s);
-    }
-    const auto rng_it = loaded->files.find(rng_file(comm_.rank()));
-    if (rng_it != loaded->files.end()) {
-      const model::StateDict rng =
-          model::weights_from_bytes(rng_it->second, rng_file(comm_.rank()));
-      for (auto& [name, gen] : generators(comm_.device())) {
-        if (const at::Tensor* s = rng.find(name); s && restoring("rng." + name)) {
-          std::lock_guard<std::mutex> lock(gen.mutex());
-          gen.set_state(*s);
-        }
-      }
-    }
-    Resumed r;
-    const auto position = [&](const char* key) {
-      return restoring(std::string("position.") + key) ? trainer[key].get<int64_t>() : 0;
-    };
-    r.position = {position("step"), position("epoch"), position("consumed")};
-    if (comm_.rank() == 0 && !ablate_pieces_file_.empty()) {
-      std::ofstream list(ablate_pieces_file_);
-      for (const auto& p : pieces) list << p << '\n';
-    }
-    r.finished = trainer.value("finished", false);
-    r.world_size = loaded->world_size;
-    last_committed_ = step;
-    return r;
+  const nlohmann::json trainer = nlohmann::json::parse(loaded->files.at("trainer.json"));
+  torch::NoGradGuard no_grad;
+  RestoredPieces pieces{ablate_skip_, {}};
+  model::StateDict weights = model::weights_from_bytes(loaded->files.at("model.pt"),
+                                                       "model.pt of step " + std::to_string(step));
+  model::StateDict opt = model::weights_from_bytes(loaded->files.at("optimizer.pt"),
+                                                   "optimizer.pt of step " + std::to_string(step));
+  if (local) {
+    restore_local(state, *loaded, weights, opt,
+                  [&](const std::string& piece) { return pieces.restoring(piece); });
   }
+  restore_model(state.model, weights, step, pieces);
+  restore_optimizer(state, opt, pieces);
+  restore_scaler(state.scaler, trainer, pieces);
+  restore_rng(*loaded, comm_.rank(), comm_.device(), pieces);
+  Resumed r;
+  const auto position = [&](const char* key) {
+    return pieces.restoring(std::string("position.") + key) ? trainer[key].get<int64_t>() : 0;
+  };
+  r.position = {position("step"), position("epoch"), position("consumed")};
+  if (comm_.rank() == 0 && !ablate_pieces_file_.empty()) {
+    std::ofstream list(ablate_pieces_file_);
+    for (const auto& p : pieces.names) list << p << '\n';
+  }
+  r.finished = trainer.value("finished", false);
+  r.world_size = loaded->world_size;
+  last_committed_ = step;
+  return r;
 }
 
 void Checkpointer::check_resume_key(const checkpoint::Loaded& loaded,
