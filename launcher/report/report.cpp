@@ -144,10 +144,11 @@ void report_checkpoints(const fs::path& dir, json& out) {
   out["uncommitted_checkpoints"] = uncommitted;
 }
 
-// The worker's straggler windows ("ranks" records): per node, the log windows in which its rank
-// was the slowest and clearly behind (1.5 times the ranks' median busy time and 5 ms more, the
-// worker's own test), the largest ratio and the last such step; most windows first. "windows" is
-// the count of all ranks records.
+// The worker's straggler windows ("ranks" records): per node, the log windows in which the worker
+// found its rank clearly behind (the record's "behind_rank", train/straggler.hpp's verdict: this
+// counts it, never tests again), the largest ratio to the median and the last such step; most
+// windows first. "windows" is the count of all ranks records. Records of workers older than the
+// verdict have no "behind_rank" and count for no node.
 json report_stragglers(const std::vector<run::MetricsRecord>& records) {
   struct Node {
     int64_t windows = 0, last_step = 0;
@@ -158,17 +159,21 @@ json report_stragglers(const std::vector<run::MetricsRecord>& records) {
   for (const auto& r : records) {
     if (r.kind != "ranks") continue;
     ++windows;
-    const auto busy = r.values.find("slowest_busy_s");
-    const auto median = r.values.find("median_busy_s");
+    const auto behind = r.values.find("behind_rank");
+    const auto slowest = r.values.find("slowest_rank");
     const auto host = r.texts.find("slowest_host");
-    if (busy == r.values.end() || median == r.values.end() || host == r.texts.end()) continue;
-    if (!(median->second > 0 && busy->second > 1.5 * median->second &&
-          busy->second - median->second > 0.005)) {
+    // The rank behind is the window's slowest, whose host the record names.
+    if (behind == r.values.end() || host == r.texts.end() || slowest == r.values.end() ||
+        slowest->second != behind->second) {
       continue;
     }
     Node& n = nodes[host->second];
     ++n.windows;
-    n.worst = std::max(n.worst, busy->second / median->second);
+    const auto busy = r.values.find("slowest_busy_s");
+    const auto median = r.values.find("median_busy_s");
+    if (busy != r.values.end() && median != r.values.end() && median->second > 0) {
+      n.worst = std::max(n.worst, busy->second / median->second);
+    }
     n.last_step = r.step;
   }
   std::vector<std::pair<std::string, Node>> sorted(nodes.begin(), nodes.end());
@@ -185,17 +190,8 @@ json report_stragglers(const std::vector<run::MetricsRecord>& records) {
   return out;
 }
 
-// One run directory: metrics as columns (file order, repeats after a resume kept), attempts,
-// checkpoints, spec summary.
-json report_describe(const fs::path& dir) {
-  json j;
-  j["dir"] = fs::absolute(dir).lexically_normal().string();
-  j["exists"] = fs::is_directory(dir);
-  j["spec"] =
-      fs::exists(dir / layout::kSpec) ? report_spec_summary(dir) : json{{"error", "no spec.toml"}};
-  size_t malformed = 0;
-  const auto records = run::read_metrics(dir, &malformed);
-  j["malformed_metrics_lines"] = malformed;
+// The train and eval records as columns (file order, repeats after a resume kept).
+void report_metric_columns(const std::vector<run::MetricsRecord>& records, json& j) {
   static const std::map<std::string, std::vector<std::string>> kColumns = {
       {"train", {"loss", "lr", "images_per_s", "loss_scale"}},
       {"eval", {"loss", "top1", "top5", "samples", "seconds"}}};
@@ -222,6 +218,10 @@ json report_describe(const fs::path& dir) {
     }
     j[kind] = cols;
   }
+}
+
+// The attempts of attempts.jsonl, each node loss described on its line.
+void report_attempts(const fs::path& dir, json& j) {
   size_t malformed_attempts = 0;
   j["attempts"] = json::array();
   const auto attempts = run::read_attempts(dir, &malformed_attempts);
@@ -266,6 +266,20 @@ json report_describe(const fs::path& dir) {
                                           {"recovered", n.recovered}};
   }
   j["malformed_attempts_lines"] = malformed_attempts;
+}
+
+// One run directory: metrics as columns, attempts, stragglers, checkpoints, spec summary.
+json report_describe(const fs::path& dir) {
+  json j;
+  j["dir"] = fs::absolute(dir).lexically_normal().string();
+  j["exists"] = fs::is_directory(dir);
+  j["spec"] =
+      fs::exists(dir / layout::kSpec) ? report_spec_summary(dir) : json{{"error", "no spec.toml"}};
+  size_t malformed = 0;
+  const auto records = run::read_metrics(dir, &malformed);
+  j["malformed_metrics_lines"] = malformed;
+  report_metric_columns(records, j);
+  report_attempts(dir, j);
   j["stragglers"] = report_stragglers(records);
   report_checkpoints(dir, j);
   return j;

@@ -38,6 +38,7 @@
 #include "dist/communicator.hpp"
 #include "model/model.hpp"
 #include "model/weights.hpp"
+#include "train/agreement.hpp"  // the slots the checkpointer reads and fills
 #include "train/grad_scaler.hpp"
 #include "train/local_sgd.hpp"
 #include "train/optimizer.hpp"
@@ -63,18 +64,6 @@ struct TrainingState {
   GradScaler* scaler;                // null unless fp16
   const data::DatasetInfo& dataset;  // the training set's
   LocalSgd* local_sgd = nullptr;     // train.sync = "local_sgd": its state, and every rank's own
-};
-
-// Slots of the per-step agreement (a small all-reduced vector) the checkpointer reads and fills.
-struct Agreement {
-  static constexpr int kFoundInf = 0;  // fp16: some gradient was inf/NaN (skip the step)
-  static constexpr int kStop = 1;      // a stop signal reached some rank
-  static constexpr int kSaveNow = 2;   // rank 0: the minutes interval or the deadline is due
-  static constexpr int kDeadline = 3;  // rank 0: the job's time limit is near: save and stop
-  static constexpr int kWritePending = 4;
-  static constexpr int kWriteFailed = 5;
-  static constexpr int kWriteDone = 6;
-  static constexpr int kSize = 7;
 };
 
 class Checkpointer {

@@ -4,6 +4,19 @@
 
 namespace hpctrain::train {
 
+RankSpread compare_ranks(const std::vector<double>& p50) {
+  RankSpread out;
+  if (p50.empty()) return out;
+  std::vector<double> sorted = p50;
+  std::sort(sorted.begin(), sorted.end());
+  out.median_s = sorted[sorted.size() / 2];
+  out.slowest = std::max_element(p50.begin(), p50.end()) - p50.begin();
+  out.slowest_s = p50[out.slowest];
+  out.behind = out.median_s > 0 && out.slowest_s > RankSpread::kBehindRatio * out.median_s &&
+               out.slowest_s - out.median_s > RankSpread::kBehindMarginS;
+  return out;
+}
+
 std::map<std::string, double> node_busy_times(const std::vector<std::string>& hosts,
                                               const std::vector<double>& p50) {
   std::map<std::string, double> node_busy;

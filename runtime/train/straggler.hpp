@@ -1,11 +1,18 @@
-// The straggler verdict of resilience.evict_stragglers (docs/resilience.md "Evicting a
-// straggler"), torch-free so that its tests need no libtorch. Every log window each rank's p50
-// busy time reaches every rank (the all-reduce of the loss line); each rank feeds the same figures
-// to its own StragglerWatch and so reaches the same verdict with no message: a node (its busy time
-// is that of its slowest rank) is let go when it is `ratio` times the nodes' lower median and
-// kMarginS above it, for `windows` windows in a row, the same node each time. The lower median
-// because half the nodes may be slow: with two nodes it is the faster one's time.
-// Thread safety: none; one watch per trainer, fed from the training thread.
+// The straggler verdicts, torch-free so that their tests need no libtorch.
+//
+// The log window's (docs/resilience.md "Stragglers"): compare_ranks() finds the slowest rank of a
+// window and says whether it is clearly behind the ranks' median; rank 0 writes that verdict into
+// the window's "ranks" record ("behind_rank") and the log line, and `hpctrain report` counts the
+// records instead of testing again.
+//
+// Eviction's (resilience.evict_stragglers, docs/resilience.md "Evicting a straggler"): every log
+// window each rank's p50 busy time reaches every rank (the all-reduce of the loss line); each rank
+// feeds the same figures to its own StragglerWatch and so reaches the same verdict with no
+// message: a node (its busy time is that of its slowest rank) is let go when it is `ratio` times
+// the nodes' lower median and kMarginS above it, for `windows` windows in a row, the same node
+// each time. The lower median because half the nodes may be slow: with two nodes it is the faster
+// one's time.
+// Thread safety: compare_ranks() is pure; one watch per trainer, fed from the training thread.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +22,23 @@
 #include <vector>
 
 namespace hpctrain::train {
+
+// One log window's ranks compared: the slowest (the first of equals) and the ranks' median
+// (the upper one of an even count), and whether the slowest is clearly behind: more than
+// kBehindRatio times the median and more than kBehindMarginS above it.
+struct RankSpread {
+  static constexpr double kBehindRatio = 1.5;
+  static constexpr double kBehindMarginS = 0.005;
+
+  int64_t slowest = 0;
+  double slowest_s = 0;
+  double median_s = 0;
+  bool behind = false;
+};
+
+// `p50`: every rank's busy time in the window, by rank. With fewer than two ranks nobody is
+// behind.
+RankSpread compare_ranks(const std::vector<double>& p50);
 
 // Each node's busy time: the largest p50 of its ranks (hosts[r] is rank r's node).
 std::map<std::string, double> node_busy_times(const std::vector<std::string>& hosts,

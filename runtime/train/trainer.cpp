@@ -3,11 +3,9 @@
 #include <sys/resource.h>
 
 #include <ATen/autocast_mode.h>
-#include <c10/core/Event.h>
 #ifdef HPCTRAIN_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #endif
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/torch.h>
@@ -16,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -29,14 +26,15 @@
 #include "common/error.hpp"
 #include "common/progress.hpp"
 #include "common/run_layout.hpp"
-#include "data/loader.hpp"
-#include "data/source.hpp"
 #include "dist/grad_sync.hpp"
 #include "model/model.hpp"
 #include "model/weights.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"
 #include "tensorboard/event_file.hpp"
+#include "train/agreement.hpp"
+#include "train/agreement_exchange.hpp"
+#include "train/builders.hpp"
 #include "train/checkpointing.hpp"
 #include "train/device_input.hpp"
 #include "train/fused_step.hpp"
@@ -115,18 +113,6 @@ class SyncDebugScope {
   int previous_ = 0;
 };
 
-// The source of [data] train or val: files, or synthetic images for train.
-std::shared_ptr<const data::ImageSource> open_source(const spec::Spec& spec, bool train) {
-  if (train && spec.data.synthetic) {
-    const int64_t classes = spec.model.num_classes;
-    return data::ImageSource::synthetic(spec.data.synthetic_samples, spec.data.synthetic_image_size,
-                                        /*channels=*/3, classes,
-                                        static_cast<uint64_t>(spec.train.seed));
-  }
-  return data::ImageSource::open(train ? spec.data.train : spec.data.val,
-                                 data::source_options_from_spec(spec));
-}
-
 // "1h02m", "4m05s", "12s".
 std::string duration_text(double seconds) {
   const auto s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
@@ -162,14 +148,14 @@ class Trainer {
     }
     const auto t0 = Clock::now();
     window_start_ = t0;
-    for (int64_t epoch = start_epoch_; epoch < spec_.train.epochs && step_ < total_steps_;
+    for (int64_t epoch = start_epoch_; epoch < spec_.train.epochs && step_ < plan_.total_steps;
          ++epoch) {
       train_epoch(epoch, epoch == start_epoch_ ? start_consumed_ : 0);
       result.epochs = epoch + 1;
       if (stop_) break;
-      const bool last = epoch + 1 == spec_.train.epochs || step_ >= total_steps_;
+      const bool last = epoch + 1 == spec_.train.epochs || step_ >= plan_.total_steps;
       const int64_t every = spec_.train.eval_every_epochs;
-      if (val_loader_ && (last || (every > 0 && (epoch + 1) % every == 0))) {
+      if (data_.val && (last || (every > 0 && (epoch + 1) % every == 0))) {
         average_diverged();  // one model to evaluate
         result.eval = run_eval(epoch);
       }
@@ -178,7 +164,7 @@ class Trainer {
     result.steps = step_;
     result.train_seconds = seconds_since(t0) - eval_seconds_;  // training alone
     result.images_per_s =
-        static_cast<double>((step_ - first_step_) * global_batch_) / result.train_seconds;
+        static_cast<double>((step_ - first_step_) * plan_.global_batch) / result.train_seconds;
     if (stop_) {
       checkpointer_->drain();
       result.stopped = true;
@@ -202,172 +188,96 @@ class Trainer {
     }
     // Last: a restarted run that finds this checkpoint has nothing left to do.
     save(/*finished=*/true, /*allow_async=*/false);
-    if (comm_.rank() == 0 && options_.out) {
-      std::ostringstream line;
-      line << rt::rank_prefix() << "final: ";
-      if (result.eval) {
-        line << std::fixed << std::setprecision(2) << "test top-1 " << 100 * result.eval->top1
-             << "% top-5 " << 100 * result.eval->top5 << "% loss " << std::setprecision(4)
-             << result.eval->loss << " (" << result.eval->samples << " images); ";
-      }
-      line << std::fixed << std::setprecision(1) << step_ << " steps, " << result.epochs
-           << " epochs in " << result.train_seconds << " s, " << std::setprecision(0)
-           << result.images_per_s << " images/s (training alone), peak RSS " << result.peak_rss_mib
-           << " MiB per rank (max)";
-      if (local_sgd_) {
-        line << "; local SGD: " << local_sgd_->synchronizations() << " averagings of "
-             << std::setprecision(1)
-             << static_cast<double>(local_sgd_->bytes_averaged()) /
-                    std::max<int64_t>(1, local_sgd_->synchronizations()) / (1024.0 * 1024.0)
-             << " MiB";
-      }
-      if (!result.weights.empty()) line << "; weights " << result.weights.string();
-      *options_.out << line.str() << std::endl;
-    }
+    log_final(result);
     return result;
   }
 
  private:
+  // The parts in an order that matters: the data before the model (the model seeds torch's
+  // generator), the model before the optimizer, everything the checkpoint holds before restore(),
+  // and the fused optimizer after it.
   void setup() {
-    // Threads before any parallel work: intra-op from the spec, one inter-op thread (the
-    // training loop issues ops from one thread).
-    const int64_t threads = spec_.train.threads.value_or(spec_.job.cpus_per_task);
-    at::set_num_threads(static_cast<int>(std::max<int64_t>(1, threads)));
-    if (device_.is_cuda()) {
-      at::globalContext().setAllowTF32CuBLAS(spec_.train.tf32);
-      at::globalContext().setAllowTF32CuDNN(spec_.train.tf32);
-      at::globalContext().setBenchmarkCuDNN(true);
-    }
-    if (spec_.train.precision == spec::Precision::kFp16 && !device_.is_cuda() &&
-        !options_.fp16_on_cpu) {
-      HPCTRAIN_THROW(rt::Error, "train.precision = \"fp16\" needs a GPU; use \"bf16\" on CPUs");
-    }
-
-    auto train_source = open_source(spec_, /*train=*/true);
-    const data::DatasetInfo& info = train_source->info();
-    if (info.num_classes > spec_.model.num_classes) {
-      HPCTRAIN_THROW(rt::DatasetFormatError, "the training data has " +
-                                                 std::to_string(info.num_classes) +
-                                                 " classes but model.num_classes is " +
-                                                 std::to_string(spec_.model.num_classes));
-    }
+    configure_backends(spec_, device_, options_.fp16_on_cpu);
     // The device path (uint8 batches normalised on the device, the agreement read one step
     // late, fused optimizer kernels) on GPUs, or on the CPU when asked, to test it.
     input_path_ = choose_input_path(device_, options_.device_path_on_cpu);
     deferred_ = input_path_.device;
     if (device_.is_cuda()) sync_debug_ = options_.cuda_sync_debug;
-    // [data] skip_corrupt: each skipped sample is named in the rank's log.
-    auto log_corrupt = [](const std::string& what) {
-      std::cerr << rt::rank_prefix() << "warning: skipped a sample that does not decode: " << what
-                << "\n";
-    };
-    auto train_config =
-        data::loader_config_from_spec(spec_, /*train=*/true, comm_.rank(), comm_.size());
-    train_config.on_corrupt = log_corrupt;
-    configure_loader(train_config, input_path_);
-    train_loader_ = std::make_unique<data::Loader>(train_source, std::move(train_config));
-    if (!spec_.data.val.empty()) {
-      val_source_ = open_source(spec_, /*train=*/false);
-      auto config =
-          data::loader_config_from_spec(spec_, /*train=*/false, comm_.rank(), comm_.size());
-      config.transform.mean = info.mean;  // normalised as the model saw its training data
-      config.transform.std = info.std;
-      config.on_corrupt = log_corrupt;
-      configure_loader(config, input_path_);
-      val_loader_ = std::make_unique<data::Loader>(val_source_, config);
-    }
-
-    // The same initial weights everywhere: the same seed, and rank 0's broadcast for certainty.
-    torch::manual_seed(static_cast<uint64_t>(spec_.train.seed));
-    model_ = model::build_model(model::model_config_from_spec(spec_, info.channels));
-    model_->to(device_);
-    if (spec_.train.channels_last) model::to_channels_last(*model_);
-    std::vector<at::Tensor> all;
-    for (auto& p : model_->parameters()) all.push_back(p);
-    for (auto& b : model_->buffers()) all.push_back(b);
-    dist::broadcast_from_rank0(comm_, all);
-
-    std::vector<std::string> names;
-    for (auto& p : model_->named_parameters()) {
-      named_.emplace_back(p.key(), p.value());
-      names.push_back(p.key());
-      params_.push_back(p.value());
-      if (p.value().requires_grad()) trainable_.push_back(p.value());
-    }
-    grad_sync_ = std::make_unique<dist::GradSync>(names, params_, comm_,
+    data_ = build_data(spec_, comm_.rank(), comm_.size(), input_path_);
+    train_info_ = data_.train_source->info();
+    model_ = initial_model(spec_, train_info_.channels, device_, comm_);
+    params_ = model_params(*model_);
+    grad_sync_ = std::make_unique<dist::GradSync>(params_.names, params_.all, comm_,
                                                   dist::grad_sync_options_from_spec(spec_));
-    if (spec_.train.sync == spec::Sync::kLocalSgd) {
-      NamedParams trainable, buffers;
-      for (const auto& [name, p] : named_) {
-        if (p.requires_grad()) trainable.emplace_back(name, p);
-      }
-      for (auto& b : model_->named_buffers()) buffers.emplace_back(b.key(), b.value());
-      local_sgd_ =
-          std::make_unique<LocalSgd>(trainable, buffers, comm_, local_sgd_options_from_spec(spec_));
-    }
-
-    train_loader_->start_epoch(0, 0);
-    steps_per_epoch_ = train_loader_->num_batches();
-    input_ = std::make_unique<DeviceInput>(*train_loader_, device_, spec_.train.channels_last,
+    local_sgd_ = build_local_sgd(spec_, *model_, params_.named, comm_);
+    data_.train->start_epoch(0, 0);
+    const int64_t steps_per_epoch = data_.train->num_batches();
+    input_ = std::make_unique<DeviceInput>(*data_.train, device_, spec_.train.channels_last,
                                            input_path_);
-    if (steps_per_epoch_ < 1) {
-      HPCTRAIN_THROW(rt::DataError, "an epoch of " + std::to_string(info.num_samples) +
-                                        " training samples holds no full batch of " +
-                                        std::to_string(spec_.train.batch_size) + " per rank on " +
-                                        std::to_string(comm_.size()) + " ranks");
-    }
-    global_batch_ = spec_.train.batch_size * comm_.size();
-    total_steps_ = spec_.train.epochs * steps_per_epoch_;
-    if (spec_.train.max_steps) total_steps_ = std::min(total_steps_, *spec_.train.max_steps);
-    schedule_ = std::make_unique<LrSchedule>(
-        schedule_config_from_spec(spec_, global_batch_, steps_per_epoch_, total_steps_));
-    optimizer_ = make_optimizer(spec_, named_, schedule_->lr_at(0));
-    if (spec_.train.precision == spec::Precision::kFp16) {
-      GradScalerConfig scaling;
-      if (options_.fp16_init_scale) scaling.init_scale = *options_.fp16_init_scale;
-      if (options_.fp16_growth_interval) scaling.growth_interval = *options_.fp16_growth_interval;
-      scaler_ = std::make_unique<GradScaler>(scaling, device_);
-    }
+    plan_ = plan_steps(spec_, train_info_, steps_per_epoch, comm_.size());
+    schedule_ = std::make_unique<LrSchedule>(schedule_config_from_spec(
+        spec_, plan_.global_batch, plan_.steps_per_epoch, plan_.total_steps));
+    optimizer_ = make_optimizer(spec_, params_.named, schedule_->lr_at(0));
+    scaler_ = build_scaler(spec_, options_, device_);
     if (comm_.rank() == 0 && !options_.run_dir.empty()) {
       metrics_ = std::make_unique<MetricsLog>(options_.run_dir / layout::kMetrics);
       // The same records for TensorBoard, without the (tag, step)s an earlier attempt wrote.
       events_ = std::make_unique<tensorboard::EventWriter>(options_.run_dir / layout::kTensorBoard,
                                                            std::cerr);
     }
-    if (!options_.trace_samples.empty()) {
-      trace_ = std::make_unique<std::ofstream>(
-          options_.trace_samples.string() +
-              (options_.step_tag.empty() ? "" : "." + options_.step_tag) + ".rank-" +
-              std::to_string(comm_.rank()),
-          std::ios::app);
-    }
-    train_info_ = info;
-    state_ = std::make_unique<TrainingState>(
-        TrainingState{*model_, *optimizer_, named_, scaler_.get(), train_info_, local_sgd_.get()});
-    checkpointer_ = std::make_unique<Checkpointer>(spec_, options_.run_dir, comm_,
-                                                   options_.job_end_time, options_.out);
-    if (!options_.resume_skip.empty() || !options_.resume_pieces_file.empty()) {
-      checkpointer_->set_restore_ablation(options_.resume_skip, options_.resume_pieces_file);
-    }
+    trace_ = open_trace(options_, comm_.rank());
+    state_ = std::make_unique<TrainingState>(TrainingState{
+        *model_, *optimizer_, params_.named, scaler_.get(), train_info_, local_sgd_.get()});
+    checkpointer_ = build_checkpointer(spec_, options_, comm_);
     resumed_ = checkpointer_->restore(*state_);
     if (resumed_) resume_from(*resumed_);
     progress::begin_training(step_);
-    if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_, named_);  // after restore
+    if (deferred_) fused_ = std::make_unique<FusedStep>(*optimizer_, params_.named);
+    agreement_ = std::make_unique<AgreementExchange>(comm_, device_);
     window_loss_ = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device_));
-    if (comm_.rank() == 0 && options_.out) {
-      *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "
-                    << info.num_samples
-                    << (info.encoding == data::Encoding::kRaw ? " images " : " JPEG images up to ")
-                    << info.height << "x" << info.width << "x" << info.channels << ", "
-                    << comm_.size() << " ranks x " << spec_.train.batch_size << " per step, "
-                    << steps_per_epoch_ << " steps per epoch, " << total_steps_ << " steps, "
-                    << spec::name_of(spec_.train.precision) << ", " << at::get_num_threads()
-                    << " threads per rank"
-                    << (deferred_ ? "; the device path (uint8 input normalised on the device, "
-                                    "decisions one step late, fused optimizer)"
-                                  : "")
-                    << std::endl;
+    log_training();
+  }
+
+  // Rank 0: what is trained, on what, how.
+  void log_training() {
+    if (comm_.rank() != 0 || !options_.out) return;
+    const data::DatasetInfo& info = train_info_;
+    *options_.out << rt::rank_prefix() << "training " << spec::name_of(spec_.model.arch) << " on "
+                  << info.num_samples
+                  << (info.encoding == data::Encoding::kRaw ? " images " : " JPEG images up to ")
+                  << info.height << "x" << info.width << "x" << info.channels << ", "
+                  << comm_.size() << " ranks x " << spec_.train.batch_size << " per step, "
+                  << plan_.steps_per_epoch << " steps per epoch, " << plan_.total_steps
+                  << " steps, " << spec::name_of(spec_.train.precision) << ", "
+                  << at::get_num_threads() << " threads per rank"
+                  << (deferred_ ? "; the device path (uint8 input normalised on the device, "
+                                  "decisions one step late, fused optimizer)"
+                                : "")
+                  << std::endl;
+  }
+
+  // Rank 0: the final line (evaluation, steps, throughput, memory, local SGD, weights).
+  void log_final(const TrainResult& r) {
+    if (comm_.rank() != 0 || !options_.out) return;
+    std::ostringstream line;
+    line << rt::rank_prefix() << "final: ";
+    if (r.eval) {
+      line << std::fixed << std::setprecision(2) << "test top-1 " << 100 * r.eval->top1
+           << "% top-5 " << 100 * r.eval->top5 << "% loss " << std::setprecision(4) << r.eval->loss
+           << " (" << r.eval->samples << " images); ";
     }
+    line << std::fixed << std::setprecision(1) << step_ << " steps, " << r.epochs << " epochs in "
+         << r.train_seconds << " s, " << std::setprecision(0) << r.images_per_s
+         << " images/s (training alone), peak RSS " << r.peak_rss_mib << " MiB per rank (max)";
+    if (local_sgd_) {
+      line << "; local SGD: " << local_sgd_->synchronizations() << " averagings of "
+           << std::setprecision(1)
+           << static_cast<double>(local_sgd_->bytes_averaged()) /
+                  std::max<int64_t>(1, local_sgd_->synchronizations()) / (1024.0 * 1024.0)
+           << " MiB";
+    }
+    if (!r.weights.empty()) line << "; weights " << r.weights.string();
+    *options_.out << line.str() << std::endl;
   }
 
   Position position() const {
@@ -382,8 +292,9 @@ class Trainer {
     start_epoch_ = r.position.epoch;
     start_consumed_ = r.position.consumed;
     const bool same = r.world_size == comm_.size();
-    step_ = same ? r.position.step
-                 : r.position.epoch * steps_per_epoch_ + r.position.consumed / global_batch_;
+    step_ =
+        same ? r.position.step
+             : r.position.epoch * plan_.steps_per_epoch + r.position.consumed / plan_.global_batch;
     first_step_ = step_;
     if (comm_.rank() == 0 && options_.out) {
       *options_.out << rt::rank_prefix() << "resuming from checkpoint step " << r.position.step
@@ -391,7 +302,7 @@ class Trainer {
                     << " of its order)";
       if (!same) {
         *options_.out << " saved by " << r.world_size << " ranks, now " << comm_.size()
-                      << ": continuing at step " << step_ << " of " << total_steps_;
+                      << ": continuing at step " << step_ << " of " << plan_.total_steps;
       }
       *options_.out << std::endl;
     }
@@ -400,10 +311,10 @@ class Trainer {
   void train_epoch(int64_t epoch, int64_t consumed) {
     model_->train();
     input_->start_epoch(epoch, consumed);
-    namespace F = torch::nn::functional;
-    const auto ce = F::CrossEntropyFuncOptions().label_smoothing(spec_.train.label_smoothing);
+    const auto ce = torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(
+        spec_.train.label_smoothing);
     auto last_step_end = Clock::now();
-    while (step_ < total_steps_) {
+    while (step_ < plan_.total_steps) {
       // The step's work up to the agreement: on a GPU nothing in it waits for the device
       // (HPCTRAIN_CUDA_SYNC_DEBUG checks that).
       std::optional<SyncDebugScope> no_sync;
@@ -414,66 +325,33 @@ class Trainer {
       if (!batch) break;
       const double lr = schedule_->lr_at(step_);
       set_lr(*optimizer_, lr);
-      if (trace_) {
-        *trace_ << batch->epoch << ' ' << step_;
-        for (const int64_t sample : batch->samples) *trace_ << ' ' << sample;
-        *trace_ << '\n' << std::flush;
-      }
-      optimizer_->zero_grad();
-      // Local SGD: after its warm-up the gradients stay on each rank (no all-reduce).
-      if (local_sgd_) {
-        const bool local = local_sgd_->local(step_);
-        grad_sync_->set_enabled(!local);
-        if (local) local_sgd_->start_local_step();
-      }
-      grad_sync_->prepare();
-      at::Tensor loss;
-      progress::enter(progress::Phase::kForward);
-      {
-        AutocastGuard autocast(device_.type(), spec_.train.precision);
-        loss = F::cross_entropy(model_->forward(batch->images), batch->labels, ce);
-      }
-      progress::enter(progress::Phase::kBackward);
-      (scaler_ ? scaler_->scale(loss) : loss).backward();
+      trace_batch(*batch);
+      const at::Tensor loss = forward_backward(*batch, ce);
       // This rank's own work in the step, before it first waits for its peers (the straggler
       // report's measure; on GPUs the host's view: data waits and launches, not kernel time).
       busy_window_.push_back(seconds_since(step_start));
       grad_sync_->finish();
       progress::enter(progress::Phase::kAgreement);
-      // One small all-reduce per step settles everything the ranks must decide alike: the fp16
-      // inf/NaN verdict, a stop signal on any rank, rank 0's clock-based checkpoint decisions
-      // and the state of a background save.
+      // One small all-reduce per step settles everything the ranks must decide alike
+      // (train/agreement.hpp).
+      Agreed agreed;
       if (deferred_) {
         agree_on_device();
       } else {
-        agree_on_host();
+        agreed = agree_on_host();
       }
       if (local_sgd_ && local_sgd_->due()) {
         progress::enter(progress::Phase::kAverage);
         local_sgd_->synchronize();
       }
       no_sync.reset();
-      const Agreed agreed = deferred_ ? previous_agreement() : Agreed{host_agreed_, step_};
+      if (deferred_) agreed = agreement_->previous();  // the step before's
       window_loss_ += loss.detach().to(at::kDouble);
       ++window_steps_;
       ++step_;
       progress::set_step(step_);
       progress::enter(progress::Phase::kStepEnd);
-      // The device path's first step has nothing to act on yet.
-      const float* slots = agreed.slots ? agreed.slots : kNothingAgreed;
-      checkpointer_->settle(slots, agreed.gathered_at);
-      if (slots[Agreement::kStop] > 0 || slots[Agreement::kDeadline] > 0) {
-        stop_ = true;
-        stop_reason_ =
-            slots[Agreement::kStop] > 0 ? stop_signal_text() : "the job's time limit is near";
-      }
-      if (step_ == first_step_ + 1) log_started(epoch);
-      if (step_ % spec_.train.log_every_steps == 0 || step_ == total_steps_ || stop_) {
-        log_train(epoch, lr);
-      }
-      if (stop_ || (step_ < total_steps_ && checkpointer_->due(step_, slots, agreed.gathered_at))) {
-        save(/*finished=*/false, /*allow_async=*/!stop_);
-      }
+      end_step(epoch, lr, agreed);
       const auto now = Clock::now();
       step_seconds_ = std::chrono::duration<double>(now - last_step_end).count();
       last_step_end = now;
@@ -481,87 +359,104 @@ class Trainer {
     }
   }
 
-  // An agreement the ranks reached, as this step may act on it.
-  struct Agreed {
-    const float* slots = nullptr;  // Agreement::kSize values; null: none to act on this step
-    int64_t gathered_at = 0;       // the step counter when the ranks contributed
-  };
-  static constexpr float kNothingAgreed[Agreement::kSize] = {};
+  // Diagnostics (options.trace_samples): the batch's epoch, step and samples.
+  void trace_batch(const DeviceBatch& batch) {
+    if (!trace_) return;
+    *trace_ << batch.epoch << ' ' << step_;
+    for (const int64_t sample : batch.samples) *trace_ << ' ' << sample;
+    *trace_ << '\n' << std::flush;
+  }
+
+  // The step's gradients, on their way to the other ranks (GradSync); returns the loss.
+  at::Tensor forward_backward(const DeviceBatch& batch,
+                              const torch::nn::functional::CrossEntropyFuncOptions& ce) {
+    optimizer_->zero_grad();
+    // Local SGD: after its warm-up the gradients stay on each rank (no all-reduce).
+    if (local_sgd_) {
+      const bool local = local_sgd_->local(step_);
+      grad_sync_->set_enabled(!local);
+      if (local) local_sgd_->start_local_step();
+    }
+    grad_sync_->prepare();
+    at::Tensor loss;
+    progress::enter(progress::Phase::kForward);
+    {
+      AutocastGuard autocast(device_.type(), spec_.train.precision);
+      loss = torch::nn::functional::cross_entropy(model_->forward(batch.images), batch.labels, ce);
+    }
+    progress::enter(progress::Phase::kBackward);
+    (scaler_ ? scaler_->scale(loss) : loss).backward();
+    return loss;
+  }
+
+  // After the step (the counter advanced): acts on the agreement this step may act on (none on
+  // the device path's first step), logs, and saves when due or stopping.
+  void end_step(int64_t epoch, double lr, const Agreed& agreed) {
+    const float* slots = agreed.slots ? agreed.slots : kNothingAgreed;
+    checkpointer_->settle(slots, agreed.gathered_at);
+    if (auto reason = stop_reason(slots, preempt::pending_stop_signal())) {
+      stop_ = true;
+      stop_reason_ = std::move(*reason);
+    }
+    if (step_ == first_step_ + 1) log_started(epoch);
+    if (step_ % spec_.train.log_every_steps == 0 || step_ == plan_.total_steps || stop_) {
+      log_train(epoch, lr);
+    }
+    if (stop_ ||
+        (step_ < plan_.total_steps && checkpointer_->due(step_, slots, agreed.gathered_at))) {
+      save(/*finished=*/false, /*allow_async=*/!stop_);
+    }
+  }
 
   // This rank's contributions to the step's agreement (the fp16 verdict aside).
   void contribute(float* slots) {
-    slots[Agreement::kStop] = preempt::pending_stop_signal() != 0 ? 1 : 0;
+    contribute_stop(slots, preempt::pending_stop_signal());
     checkpointer_->contribute(slots, step_seconds_);
   }
 
-  // The CPU path: the agreement is all-reduced and read at once (into host_agreed_), and the
-  // step taken (or, fp16, skipped) on the host's verdict.
-  void agree_on_host() {
+  // The CPU path: the agreement is all-reduced and read at once, and the step taken (or, fp16,
+  // skipped) on the host's verdict.
+  Agreed agree_on_host() {
     float slots[Agreement::kSize] = {};
     at::Tensor found_inf;
     if (scaler_) {
-      found_inf = scaler_->unscale(trainable_);
+      found_inf = scaler_->unscale(params_.trainable);
       slots[Agreement::kFoundInf] = found_inf.item<float>();
     }
     contribute(slots);
-    at::Tensor agreement = torch::from_blob(slots, {Agreement::kSize}, torch::kFloat32).clone();
-    comm_.all_reduce(agreement);
-    std::memcpy(host_agreed_, agreement.data_ptr<float>(), sizeof host_agreed_);
-    const bool skip = host_agreed_[Agreement::kFoundInf] > 0;
+    const Agreed agreed = agreement_->reduce_now(slots, step_);
+    const bool skip = agreed.slots[Agreement::kFoundInf] > 0;
     if (scaler_) scaler_->update(found_inf.fill_(skip ? 1.0f : 0.0f));
     if (!skip) {
       if (spec_.train.grad_clip_norm) {
-        torch::nn::utils::clip_grad_norm_(trainable_, *spec_.train.grad_clip_norm);
+        torch::nn::utils::clip_grad_norm_(params_.trainable, *spec_.train.grad_clip_norm);
       }
       optimizer_->step();
     }
+    return agreed;
   }
 
   // The device path: nothing waits for the device. The fp16 verdict goes into the agreement on
   // the device and the fused optimizer skips on it there; the agreed values come back to the
-  // host asynchronously (pending_) and are acted on one step late (previous_agreement()).
+  // host asynchronously and are acted on one step late (AgreementExchange::previous()).
   void agree_on_device() {
     float slots[Agreement::kSize] = {};
     contribute(slots);
-    const bool cuda = device_.is_cuda();
-    const auto host_options = at::TensorOptions().dtype(at::kFloat).pinned_memory(cuda);
-    at::Tensor staged = at::empty({Agreement::kSize}, host_options);
-    std::memcpy(staged.data_ptr<float>(), slots, sizeof slots);
-    // The host allocator keeps a pinned block until the copies queued from it are done.
-    at::Tensor agreement = staged.to(device_, /*non_blocking=*/true, /*copy=*/true);
+    at::Tensor agreement = agreement_->stage(slots);
     at::Tensor found_inf;
     if (scaler_) {
-      agreement.narrow(0, Agreement::kFoundInf, 1).copy_(scaler_->unscale(trainable_));
+      agreement.narrow(0, Agreement::kFoundInf, 1).copy_(scaler_->unscale(params_.trainable));
     }
-    comm_.all_reduce(agreement);
+    agreement_->reduce(agreement);
     if (scaler_) {
       found_inf = agreement.narrow(0, Agreement::kFoundInf, 1).clamp_max(1);
       scaler_->update(found_inf);
     }
     if (spec_.train.grad_clip_norm) {
-      clip_grad_norm_on_device(trainable_, *spec_.train.grad_clip_norm);
+      clip_grad_norm_on_device(params_.trainable, *spec_.train.grad_clip_norm);
     }
     fused_->step(found_inf);
-
-    Pending next;
-    next.gathered_at = step_;
-    next.values = at::empty({Agreement::kSize}, host_options);
-    next.values.copy_(agreement, /*non_blocking=*/cuda);
-    if (cuda) {
-      next.copied = std::make_shared<c10::Event>(device_.type());
-      next.copied->record(c10::impl::VirtualGuardImpl(device_.type()).getStream(device_));
-    }
-    previous_ = std::exchange(pending_, std::move(next));
-  }
-
-  // The agreement of the step before the one just queued; none after the first step.
-  Agreed previous_agreement() {
-    if (!previous_) return {};
-    if (previous_->copied) previous_->copied->synchronize();  // the copy queued a step ago
-    std::memcpy(host_agreed_, previous_->values.data_ptr<float>(), sizeof host_agreed_);
-    const Agreed out{host_agreed_, previous_->gathered_at};
-    previous_.reset();
-    return out;
+    agreement_->send_home(agreement, step_);
   }
 
   // Saves a checkpoint of the current position (the device path's step counts first).
@@ -569,11 +464,6 @@ class Trainer {
     progress::enter(progress::Phase::kCheckpoint);
     if (fused_) fused_->flush_state();
     checkpointer_->save(*state_, position(), finished, allow_async);
-  }
-
-  static std::string stop_signal_text() {
-    const int s = preempt::pending_stop_signal();
-    return s != 0 ? std::string("signal ") + ::strsignal(s) : "a stop signal on another rank";
   }
 
   // The first step of this process: where it resumed and on how many ranks (docs/resilience.md
@@ -604,7 +494,7 @@ class Trainer {
     const int64_t steps = window_steps_;
     const double mean_loss = all[0] / static_cast<double>(steps * world);
     const double seconds = seconds_since(window_start_);
-    const double images_per_s = static_cast<double>(steps * global_batch_) / seconds;
+    const double images_per_s = static_cast<double>(steps * plan_.global_batch) / seconds;
     const double scale = scaler_ ? scaler_->current_scale() : 1.0;
     window_loss_.zero_();
     window_steps_ = 0;
@@ -612,7 +502,7 @@ class Trainer {
     watch_stragglers(all + 1);
     if (comm_.rank() != 0) return;
     report_stragglers(all + 1, all + 1 + world);
-    const double eta = static_cast<double>(total_steps_ - step_) * seconds / steps;
+    const double eta = static_cast<double>(plan_.total_steps - step_) * seconds / steps;
     const double wall_time = unix_time();
     if (metrics_) {
       metrics_->write({{"kind", "train"},
@@ -637,8 +527,8 @@ class Trainer {
                     "epoch %lld/%lld step %lld/%lld loss %.4f lr %.5f images/s %.0f scale %g "
                     "eta %s",
                     static_cast<long long>(epoch + 1), static_cast<long long>(spec_.train.epochs),
-                    static_cast<long long>(step_), static_cast<long long>(total_steps_), mean_loss,
-                    lr, images_per_s, scale, duration_text(eta).c_str());
+                    static_cast<long long>(step_), static_cast<long long>(plan_.total_steps),
+                    mean_loss, lr, images_per_s, scale, duration_text(eta).c_str());
       *options_.out << rt::rank_prefix() << line << std::endl;
     }
   }
@@ -654,36 +544,36 @@ class Trainer {
     return {at(0.5), at(0.95)};
   }
 
-  // Rank 0: every rank's busy time per step (p50, p95 over the log window) in metrics.jsonl,
-  // and a line naming the slowest rank when it is clearly behind the median (1.5 times, and 5 ms).
+  // Rank 0: every rank's busy time per step (p50, p95 over the log window) in metrics.jsonl with
+  // the window's verdict ("behind_rank": the slowest rank, when clearly behind the median:
+  // train/straggler.hpp's compare_ranks), and a line naming that rank.
   void report_stragglers(const double* p50, const double* p95) {
     const int64_t world = comm_.size();
     if (world < 2) return;
-    std::vector<double> sorted(p50, p50 + world);
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted[sorted.size() / 2];
-    const int64_t slowest = std::max_element(p50, p50 + world) - p50;
+    const RankSpread spread = compare_ranks(std::vector<double>(p50, p50 + world));
+    const int64_t slowest = spread.slowest;
     if (metrics_) {
-      metrics_->write({{"kind", "ranks"},
-                       {"step", step_},
-                       {"busy_p50_s", std::vector<double>(p50, p50 + world)},
-                       {"busy_p95_s", std::vector<double>(p95, p95 + world)},
-                       {"slowest_rank", slowest},
-                       {"slowest_host", static_cast<size_t>(slowest) < options_.hosts.size()
-                                            ? nlohmann::json(options_.hosts[slowest])
-                                            : nlohmann::json()},
-                       {"median_busy_s", median},
-                       {"slowest_busy_s", p50[slowest]},
-                       {"wall_time", unix_time()}});
+      nlohmann::json record = {{"kind", "ranks"},
+                               {"step", step_},
+                               {"busy_p50_s", std::vector<double>(p50, p50 + world)},
+                               {"busy_p95_s", std::vector<double>(p95, p95 + world)},
+                               {"slowest_rank", slowest},
+                               {"slowest_host", static_cast<size_t>(slowest) < options_.hosts.size()
+                                                    ? nlohmann::json(options_.hosts[slowest])
+                                                    : nlohmann::json()},
+                               {"median_busy_s", spread.median_s},
+                               {"slowest_busy_s", spread.slowest_s},
+                               {"wall_time", unix_time()}};
+      if (spread.behind) record["behind_rank"] = slowest;
+      metrics_->write(record);
     }
-    const double worst = p50[slowest];
-    if (options_.out && median > 0 && worst > 1.5 * median && worst - median > 0.005) {
+    if (options_.out && spread.behind) {
       char line[256];
       std::snprintf(line, sizeof line,
                     "straggler: rank %lld%s busy %.3f s a step (p50; p95 %.3f s), %.1fx the "
                     "ranks' median %.3f s; the others wait for it",
-                    static_cast<long long>(slowest), host_of(slowest).c_str(), worst, p95[slowest],
-                    worst / median, median);
+                    static_cast<long long>(slowest), host_of(slowest).c_str(), spread.slowest_s,
+                    p95[slowest], spread.slowest_s / spread.median_s, spread.median_s);
       *options_.out << rt::rank_prefix() << line << std::endl;
     }
   }
@@ -696,7 +586,7 @@ class Trainer {
   void watch_stragglers(const double* p50) {
     const auto& r = spec_.resilience;
     const auto& hosts = options_.hosts;
-    if (!r.evict_stragglers || stop_ || step_ >= total_steps_ ||
+    if (!r.evict_stragglers || stop_ || step_ >= plan_.total_steps ||
         hosts.size() != static_cast<size_t>(comm_.size())) {
       return;
     }
@@ -798,10 +688,10 @@ class Trainer {
         },
         [&](const data::Batch& b) {
           DeviceBatch d =
-              to_device_batch(b, val_loader_->transform(), device_, spec_.train.channels_last);
+              to_device_batch(b, data_.val->transform(), device_, spec_.train.channels_last);
           return std::make_pair(d.images, d.labels);
         },
-        *val_loader_, val_source_->size(), comm_);
+        *data_.val, data_.val_source->size(), comm_);
     model_->train();
     if (comm_.rank() == 0) {
       const double wall_time = unix_time();
@@ -842,27 +732,20 @@ class Trainer {
   TrainOptions options_;
   at::Device device_;
 
-  std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  TrainData data_;
+  data::DatasetInfo train_info_;
   InputPath input_path_;
   bool deferred_ = false;  // the device path's agreement and optimizer (agree_on_device)
   std::unique_ptr<DeviceInput> input_;
   std::unique_ptr<FusedStep> fused_;
-  // The device path: the agreement of the last step, on its way to the host.
-  struct Pending {
-    at::Tensor values;                   // Agreement::kSize floats on the host
-    std::shared_ptr<c10::Event> copied;  // CUDA: recorded after the copy
-    int64_t gathered_at = 0;
-  };
-  std::optional<Pending> pending_, previous_;
+  std::unique_ptr<AgreementExchange> agreement_;
   int sync_debug_ = 0;  // HPCTRAIN_CUDA_SYNC_DEBUG: 1 warn, 2 error on a host sync in a step
-  float host_agreed_[Agreement::kSize] = {};
   // resilience.evict_stragglers: the verdict's count of windows in a row (made on the first
   // window), and the node let go (stop_ set for it).
   std::optional<StragglerWatch> straggler_watch_;
   std::string evicted_;
-  std::shared_ptr<const data::ImageSource> val_source_;
   std::shared_ptr<model::Classifier> model_;
-  std::vector<at::Tensor> params_, trainable_;
+  ModelParams params_;
   std::unique_ptr<dist::GradSync> grad_sync_;
   std::unique_ptr<LocalSgd> local_sgd_;  // train.sync = "local_sgd"
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
@@ -871,10 +754,8 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<tensorboard::EventWriter> events_;
 
-  int64_t steps_per_epoch_ = 0, total_steps_ = 0, global_batch_ = 0, step_ = 0;
-  int64_t first_step_ = 0, start_epoch_ = 0, start_consumed_ = 0;
-  NamedParams named_;
-  data::DatasetInfo train_info_;
+  StepPlan plan_;
+  int64_t step_ = 0, first_step_ = 0, start_epoch_ = 0, start_consumed_ = 0;
   std::unique_ptr<TrainingState> state_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::optional<Checkpointer::Resumed> resumed_;

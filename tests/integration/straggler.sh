@@ -4,10 +4,10 @@
 # its peers: p50 and p95) to metrics.jsonl, and names the slowest rank when it is clearly behind.
 #   slow   rank 2 sleeps 100 ms in every data wait (HPCTRAIN_TEST_STALL=2:every:data:0.1): it is
 #          the slowest rank of every window after the first, its p50 at least 50 ms above the
-#          others', and the log names it ("straggler: rank 2 (host) ..."), and so does
-#          `hpctrain status`
+#          others', and the log names it ("straggler: rank 2 (host) ..."), as does the window's
+#          record ("behind_rank": 2, what `hpctrain report` counts) and `hpctrain status`
 #   even   no rank slowed: no rank is named in most windows (3 ranks on a busy machine are not
-#          perfectly even, so a stray window is allowed)
+#          perfectly even, so a stray window is allowed), and the records' verdicts are the log's
 #   straggler.sh WORKER PYTHON
 source "$(dirname "$0")/resume_lib.sh" "$1"
 python=$2
@@ -32,6 +32,7 @@ for w in windows[1:]:
     assert w["slowest_rank"] == 2, f"step {w['step']}: slowest {w['slowest_rank']}: {p50}"
     # Half the planted 100 ms at least: the others' own times swell on a busy machine.
     assert p50[2] - max(p50[0], p50[1]) >= 0.05, f"step {w['step']}: {p50}"
+    assert w.get("behind_rank") == 2, f"step {w['step']}: no verdict on rank 2: {w}"
     assert all(a <= b for a, b in zip(p50, w["busy_p95_s"])), w
 last = windows[-1]
 print(f"slow: {len(windows)} windows; the last (step {last['step']}): busy p50 "
@@ -55,6 +56,8 @@ finish
 [[ $statuses == "0 0 0" ]] || fail "even: exited '$statuses'"
 windows=$(grep -c '"kind":"ranks"' "$work/even/metrics.jsonl")
 named=$(grep -c 'straggler:' "$work/even.log.rank0")
-echo "even: a straggler named in $named of $windows windows"
+behind=$(grep -c '"behind_rank"' "$work/even/metrics.jsonl")
+echo "even: a straggler named in $named of $windows windows, $behind records say one was behind"
+(( behind == named )) || fail "even: $named lines name a straggler, $behind records"
 (( windows >= 5 && named * 4 <= windows )) || fail "even: $named of $windows windows name a straggler"
 echo "straggler report: all cases passed"

@@ -1,5 +1,6 @@
-// The straggler verdict of resilience.evict_stragglers (train/straggler.hpp): the lower median,
-// the ratio and the 20 ms margin, the windows in a row.
+// The straggler verdicts (train/straggler.hpp): the log window's (the slowest rank against the
+// ranks' median, 1.5 times and 5 ms), and resilience.evict_stragglers' (the lower median, the
+// ratio and the 20 ms margin, the windows in a row).
 #include "train/straggler.hpp"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,52 @@ using Busy = std::map<std::string, double>;
 std::optional<StragglerVerdict> at_once(const Busy& busy, double ratio = 1.5) {
   StragglerWatch watch(ratio, /*windows=*/1);
   return watch.observe(busy);
+}
+
+TEST(RankSpread, NamesTheSlowestRankAndTheMedian) {
+  const RankSpread s = compare_ranks({0.011, 0.0106, 0.061});
+  EXPECT_EQ(s.slowest, 2);
+  EXPECT_DOUBLE_EQ(s.slowest_s, 0.061);
+  EXPECT_DOUBLE_EQ(s.median_s, 0.011);
+  EXPECT_TRUE(s.behind) << "5.5x and 50 ms";
+}
+
+// Both conditions hold or the slowest is not behind: more than 1.5 times the median, and more
+// than 5 ms above it.
+TEST(RankSpread, BehindIsOneAndAHalfTimesAndFiveMilliseconds) {
+  EXPECT_FALSE(compare_ranks({0.002, 0.002, 0.006}).behind) << "3x, but 4 ms";
+  EXPECT_TRUE(compare_ranks({0.002, 0.002, 0.008}).behind) << "4x and 6 ms";
+  EXPECT_FALSE(compare_ranks({0.100, 0.100, 0.150}).behind) << "50 ms, but 1.5x exactly";
+  EXPECT_TRUE(compare_ranks({0.100, 0.100, 0.151}).behind) << "51 ms and 1.51x";
+  EXPECT_DOUBLE_EQ(RankSpread::kBehindRatio, 1.5);
+  EXPECT_DOUBLE_EQ(RankSpread::kBehindMarginS, 0.005);
+}
+
+// An even count of ranks takes the upper median: with two ranks the slower one's own time, so
+// two ranks never name a straggler; with four, the third fastest.
+TEST(RankSpread, EvenCountsTakeTheUpperMedian) {
+  const RankSpread two = compare_ranks({0.010, 0.100});
+  EXPECT_DOUBLE_EQ(two.median_s, 0.100);
+  EXPECT_EQ(two.slowest, 1);
+  EXPECT_FALSE(two.behind);
+  const RankSpread four = compare_ranks({0.010, 0.010, 0.020, 0.050});
+  EXPECT_DOUBLE_EQ(four.median_s, 0.020);
+  EXPECT_TRUE(four.behind) << "2.5x the upper median 0.020 s";
+  EXPECT_FALSE(compare_ranks({0.010, 0.010, 0.040, 0.050}).behind) << "1.25x of 0.040 s";
+}
+
+TEST(RankSpread, EqualRanksNameTheFirstAndNobodyBehind) {
+  const RankSpread s = compare_ranks({0.5, 0.7, 0.7});
+  EXPECT_EQ(s.slowest, 1);
+  EXPECT_FALSE(s.behind);
+  EXPECT_FALSE(compare_ranks({0.0, 0.0, 0.1}).behind) << "a median of 0 compares with nothing";
+}
+
+TEST(RankSpread, OneRankIsNeverBehind) {
+  const RankSpread one = compare_ranks({9.0});
+  EXPECT_EQ(one.slowest, 0);
+  EXPECT_FALSE(one.behind);
+  EXPECT_FALSE(compare_ranks({}).behind);
 }
 
 TEST(Straggler, NodeBusyIsItsSlowestRank) {

@@ -114,18 +114,23 @@ TEST(Report, CollectReadsMetricsAttemptsAndCommittedCheckpoints) {
 TEST(Report, CollectCountsTheWindowsEachNodeWasTheStraggler) {
   TempDir dir;
   write_text(dir / "spec.toml", "[job]\nname = \"r\"\n");
-  // node3 clearly behind twice, node2 once; a window within 1.5x and one within 5 ms are not
-  // counted; a record without slowest_busy_s (an older worker) neither.
-  const auto ranks = [](int step, const char* host, double slowest, double median) {
+  // The worker's verdict ("behind_rank") is what counts, not the figures: node3 behind twice,
+  // node2 once. A window whose figures look behind but carry no verdict (node4: nobody behind,
+  // or an older worker) is not counted, nor is a verdict on a rank that is not the window's
+  // slowest (the record names no host for it), nor one without a host (node5's).
+  const auto ranks = [](int step, const char* host, double slowest, double median,
+                        const char* verdict = "") {
     return R"({"kind":"ranks","step":)" + std::to_string(step) + R"(,"slowest_rank":2,)" +
            R"("slowest_host":")" + host + R"(","slowest_busy_s":)" + std::to_string(slowest) +
-           R"(,"median_busy_s":)" + std::to_string(median) + R"(,"wall_time":1})" + "\n";
+           R"(,"median_busy_s":)" + std::to_string(median) + verdict + R"(,"wall_time":1})" + "\n";
   };
+  const char* behind = R"(,"behind_rank":2)";
   write_text(dir / "metrics.jsonl",
-             ranks(10, "node3", 0.060, 0.012) + ranks(20, "node2", 0.030, 0.012) +
-                 ranks(30, "node3", 0.100, 0.010) + ranks(40, "node4", 0.017, 0.012) +
-                 ranks(50, "node4", 0.004, 0.001) +
-                 R"({"kind":"ranks","step":60,"slowest_host":"node5","median_busy_s":0.01})"
+             ranks(10, "node3", 0.060, 0.012, behind) + ranks(20, "node2", 0.030, 0.012, behind) +
+                 ranks(30, "node3", 0.100, 0.010, behind) + ranks(40, "node4", 0.100, 0.010) +
+                 ranks(50, "node4", 0.100, 0.010, R"(,"behind_rank":1)") +
+                 R"({"kind":"ranks","step":60,"slowest_rank":2,"behind_rank":2,)"
+                 R"("median_busy_s":0.01})"
                  "\n");
   const json s = collect(dir.path())["runs"][0]["stragglers"];
   EXPECT_EQ(s["windows"], 6);
@@ -136,6 +141,19 @@ TEST(Report, CollectCountsTheWindowsEachNodeWasTheStraggler) {
   EXPECT_EQ(s["nodes"][0]["last_step"], 30);
   EXPECT_EQ(s["nodes"][1]["host"], "node2");
   EXPECT_EQ(s["nodes"][1]["windows"], 1);
+}
+
+// A run written before the worker recorded its verdict: its windows count, no node is named.
+TEST(Report, CollectNamesNoStragglerInRecordsWithoutTheVerdict) {
+  TempDir dir;
+  write_text(dir / "spec.toml", "[job]\nname = \"r\"\n");
+  write_text(dir / "metrics.jsonl",
+             R"({"kind":"ranks","step":10,"slowest_rank":2,"slowest_host":"node3",)"
+             R"("slowest_busy_s":0.06,"median_busy_s":0.012,"wall_time":1})"
+             "\n");
+  const json s = collect(dir.path())["runs"][0]["stragglers"];
+  EXPECT_EQ(s["windows"], 1);
+  EXPECT_EQ(s["nodes"], json::array());
 }
 
 TEST(Report, CollectNumbersJobAttemptsAndDescribesNodeLosses) {
