@@ -109,3 +109,5 @@ echo "==> final weights: $(grep -ohE 'fnv1a64 0x[0-9a-f]+' "$run/logs/slurm-$id.
 "$hpctrain" report "$run" >/dev/null
 echo "==> hpctrain report: $run/report.html (curves, attempts, checkpoints; opens offline)"
 echo "    TensorBoard: tensorboard --logdir $run/tensorboard"
+echo "==> the cluster is stopped; go on with the README's 'Using it' lines:"
+echo "    scripts/slurm-local.sh start; source scripts/env.sh; hpctrain status $run"

@@ -2,10 +2,12 @@
 # A one-node Slurm cluster on loopback for tests and the demo: munged, slurmctld and slurmd run
 # from a private directory with a generated slurm.conf; nothing under /etc is touched.
 #
-#   slurm-local.sh start DIR   start (DIR must not hold a running cluster); prints the env file
-#   slurm-local.sh stop DIR    stop the daemons started from DIR (idempotent)
-#   slurm-local.sh restart DIR stop, then start
-#   slurm-local.sh env DIR     print 'export SLURM_CONF=...' for clients
+#   slurm-local.sh start [DIR]   start (DIR must not hold a running cluster); prints the env file
+#   slurm-local.sh stop [DIR]    stop the daemons started from DIR (idempotent)
+#   slurm-local.sh restart [DIR] stop, then start
+#   slurm-local.sh env [DIR]     print 'export SLURM_CONF=...' for clients
+# DIR defaults to /var/tmp/hpctrain-cluster (HPCTRAIN_CLUSTER_DIR), the cluster scripts/env.sh
+# points the commands at.
 #
 # Knobs (environment): HPCTRAIN_SLURM_CPUS (default 8: enough for 4-rank tests on 2 cores),
 # HPCTRAIN_SLURM_START_TIMEOUT (seconds, default 60).
@@ -15,7 +17,8 @@ die() { echo "slurm-local: $*" >&2; exit 1; }
 # shellcheck source=scripts/slurm-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm-common.sh"
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+default_dir=${HPCTRAIN_CLUSTER_DIR:-/var/tmp/hpctrain-cluster}
 
 
 
@@ -98,10 +101,12 @@ stop() {
   stop_pidfile "$dir/munge/munged.pid"
 }
 
-case "${1:-}" in
-  start) [[ $# -eq 2 ]] || usage; start "$2" ;;
-  stop) [[ $# -eq 2 ]] || usage; stop "$2" ;;
-  restart) [[ $# -eq 2 ]] || usage; stop "$2"; start "$2" ;;
-  env) [[ $# -eq 2 ]] || usage; cat "$2/env" ;;
+(( $# == 1 || $# == 2 )) || usage
+dir=${2:-$default_dir}
+case "$1" in
+  start) start "$dir" ;;
+  stop) stop "$dir" ;;
+  restart) stop "$dir"; start "$dir" ;;
+  env) cat "$dir/env" ;;
   *) usage ;;
 esac

@@ -21,7 +21,9 @@ void SpecArgs::add_to(CLI::App& app) {
   app.add_option("spec", spec_file, "Job spec (TOML)")->required();
   app.add_option("--set", overrides, "Override a key: --set train.epochs=10 (repeatable)")
       ->take_all();
-  app.add_option("--profile", profile, "Site profile (sbatch/profiles/NAME.toml)");
+  app.add_option("--profile", profile,
+                 "Site profile (sbatch/profiles/NAME.toml); default: job.profile, else "
+                 "$HPCTRAIN_PROFILE");
 }
 
 spec::LoadOptions SpecArgs::load_options(bool check_paths) const {
@@ -29,6 +31,7 @@ spec::LoadOptions SpecArgs::load_options(bool check_paths) const {
   o.spec_file = spec_file;
   o.overrides = overrides;
   o.profile = profile;
+  if (const char* name = std::getenv("HPCTRAIN_PROFILE"); name && *name) o.default_profile = name;
   o.check_paths = check_paths;
   if (const char* path = std::getenv("HPCTRAIN_PROFILE_PATH")) {
     std::string p = path;

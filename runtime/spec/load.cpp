@@ -89,7 +89,8 @@ Resolved load(const LoadOptions& options) {
   for (const auto& arg : options.overrides) {
     detail::apply_override(arg, Origin::override_arg(arg), in.overrides, sink);
   }
-  // The profile: --profile, else job.profile from the overrides or the file.
+  // The profile: --profile, else job.profile from the overrides or the file, else the
+  // environment's default (HPCTRAIN_PROFILE).
   std::optional<std::string> profile = options.profile;
   Origin profile_origin = Origin::override_arg("--profile " + profile.value_or(""));
   for (const detail::Layer* layer : {&in.overrides, &in.file}) {
@@ -98,6 +99,10 @@ Resolved load(const LoadOptions& options) {
       profile = it->second.value.as_string().str;
       profile_origin = it->second.origin;
     }
+  }
+  if (!profile && options.default_profile) {
+    profile = options.default_profile;
+    profile_origin = {"HPCTRAIN_PROFILE", 0, 0, "HPCTRAIN_PROFILE=" + *profile};
   }
   if (profile) {
     const Field* f = find_field("job.profile");

@@ -161,8 +161,11 @@ inline constexpr int kMaxNesting = 32;
 
 struct LoadOptions {
   std::filesystem::path spec_file;
-  std::vector<std::string> overrides;               // "dotted.key=value"
-  std::optional<std::string> profile;               // --profile; wins over job.profile
+  std::vector<std::string> overrides;  // "dotted.key=value"
+  std::optional<std::string> profile;  // --profile; wins over job.profile
+  // HPCTRAIN_PROFILE (a site's module, scripts/env.sh): the profile when neither --profile nor
+  // job.profile names one.
+  std::optional<std::string> default_profile;
   std::vector<std::filesystem::path> profile_dirs;  // searched in order for NAME.toml
   std::filesystem::path default_worker;             // used when job.worker is not set
   bool check_paths = true;  // data files and the worker must exist (submit time)

@@ -141,6 +141,26 @@ TEST(Spec, ProfileSuppliesDefaultsTheSpecOverrides) {
   write_text(dir / "profiles/other.toml", "[job]\npartition = \"cpu\"\n");
   o.profile = "other";
   EXPECT_EQ(load(o).spec.job.partition, "cpu");
+  // The environment's default (HPCTRAIN_PROFILE) yields to job.profile and --profile, and
+  // applies when neither names one.
+  o.default_profile = "other";
+  o.profile.reset();
+  EXPECT_EQ(load(o).spec.job.partition, "gpu");
+  write_text(dir / "plain.toml",
+             "[job]\nname = \"t\"\nrun_dir = \"/r\"\n[data]\nsynthetic = true\n");
+  auto plain = options_for(dir / "plain.toml");
+  plain.profile_dirs = {dir / "profiles"};
+  plain.default_profile = "other";
+  const auto from_env = load(plain).spec;
+  EXPECT_EQ(from_env.job.partition, "cpu");
+  EXPECT_EQ(from_env.job.profile, "other");
+  plain.default_profile = "missing";
+  try {
+    load(plain);
+    ADD_FAILURE() << "no error for HPCTRAIN_PROFILE=missing";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("HPCTRAIN_PROFILE"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Spec, SourceTreeProfilesLoad) {
