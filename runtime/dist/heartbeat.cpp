@@ -14,8 +14,10 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/error.hpp"
+#include "common/exit_codes.hpp"
 #include "common/process.hpp"
 #include "common/progress.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -252,6 +254,45 @@ struct Heartbeat::State {
   // furthest behind and ends the job (hung()).
   void watch_progress() {
     const auto now = Clock::now();
+    read_progress(now);
+    note_step_time(now);
+    const auto limit = hang_limit(o, step_seconds);
+    std::chrono::milliseconds longest{0};
+    for (int r = 0; r < o.world_size; ++r) {
+      const auto& s = where[static_cast<size_t>(r)];
+      if (!s) continue;
+      const auto allowed = hang_allowance(*s, limit, o);
+      if (allowed && still(r, now) >= *allowed) longest = std::max(longest, still(r, now));
+    }
+    if (longest.count() == 0) return;
+    std::vector<int> named;
+    const std::string message = hang_message(now, limit, longest, named);
+    std::string ranks;
+    for (int r : named) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    if (o.on_hang) {
+      try {
+        o.on_hang(named, message);
+      } catch (const std::exception& e) {
+        const std::string line =
+            rt::rank_prefix() + "could not record the hang: " + e.what() + "\n";
+        [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+      }
+    }
+    store->set(kVerdictKey, kHangTag + ranks + "\n" + message);
+    // The others read the verdict on their next beat; this process serves the store.
+    std::this_thread::sleep_for(interval + interval / 2);
+    hung(message, named);
+  }
+
+  // How long rank `r`'s progress has stood still.
+  std::chrono::milliseconds still(int r, Clock::time_point now) const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        now - progressed[static_cast<size_t>(r)]);
+  }
+
+  // Every rank's progress into `where` (rank 0's own, the others' from the store), and when each
+  // last moved.
+  void read_progress(Clock::time_point now) {
     if (where.empty()) {
       where.resize(static_cast<size_t>(o.world_size));
       progressed.assign(static_cast<size_t>(o.world_size), now);
@@ -276,35 +317,29 @@ struct Heartbeat::State {
     for (size_t i = 0; i < where_ranks.size(); ++i) {
       observe(where_ranks[i], progress::parse(std::string(values[i].begin(), values[i].end())));
     }
-    // Rank 0's step times, for the automatic timeout: between two observations of a new step.
+  }
+
+  // Rank 0's step times, for the automatic timeout: between two observations of a new step.
+  void note_step_time(Clock::time_point now) {
     const int64_t step = where[0]->step;
-    if (step != seen_step) {
-      if (seen_step >= 0 && step > seen_step) {
-        if (step_seconds.size() == 64) step_seconds.erase(step_seconds.begin());
-        step_seconds.push_back(std::chrono::duration<double>(now - seen_step_at).count() /
-                               static_cast<double>(step - seen_step));
-      }
-      seen_step = step;
-      seen_step_at = now;
+    if (step == seen_step) return;
+    if (seen_step >= 0 && step > seen_step) {
+      if (step_seconds.size() == 64) step_seconds.erase(step_seconds.begin());
+      step_seconds.push_back(std::chrono::duration<double>(now - seen_step_at).count() /
+                             static_cast<double>(step - seen_step));
     }
-    const auto limit = hang_limit(o, step_seconds);
-    std::chrono::milliseconds longest{0};
-    for (int r = 0; r < o.world_size; ++r) {
-      const auto& s = where[static_cast<size_t>(r)];
-      if (!s) continue;
-      const auto allowed = hang_allowance(*s, limit, o);
-      if (!allowed) continue;
-      const auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
-          now - progressed[static_cast<size_t>(r)]);
-      if (still >= *allowed) longest = std::max(longest, still);
-    }
-    if (longest.count() == 0) return;
-    // The ranks the others wait for: the lowest step, then the earliest phase of it.
+    seen_step = step;
+    seen_step_at = now;
+  }
+
+  // The hang verdict's text; `named` gets the ranks the others wait for: the lowest step, then
+  // the earliest phase of it.
+  std::string hang_message(Clock::time_point now, std::chrono::milliseconds limit,
+                           std::chrono::milliseconds longest, std::vector<int>& named) const {
     std::pair<int64_t, int> behind{INT64_MAX, INT32_MAX};
     for (const auto& s : where) {
       if (s) behind = std::min(behind, {s->step, static_cast<int>(s->phase)});
     }
-    std::vector<int> named;
     std::map<std::string, std::vector<int>> others;  // "agreement at step 12" -> ranks
     std::ostringstream message;
     message << "hang: no progress for " << seconds_text(longest) << " (hang timeout "
@@ -315,10 +350,8 @@ struct Heartbeat::State {
       const std::string at =
           progress::phase_name(s->phase, s->detail) + " at step " + std::to_string(s->step);
       if (std::pair<int64_t, int>{s->step, static_cast<int>(s->phase)} == behind) {
-        const auto still = std::chrono::duration_cast<std::chrono::milliseconds>(
-            now - progressed[static_cast<size_t>(r)]);
         message << (named.empty() ? "" : ", ") << "rank " << r << host(r) << " in " << at << " for "
-                << seconds_text(still);
+                << seconds_text(still(r, now));
         named.push_back(r);
       } else {
         others[at].push_back(r);
@@ -335,21 +368,7 @@ struct Heartbeat::State {
         first = false;
       }
     }
-    std::string ranks;
-    for (int r : named) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-    if (o.on_hang) {
-      try {
-        o.on_hang(named, message.str());
-      } catch (const std::exception& e) {
-        const std::string line =
-            rt::rank_prefix() + "could not record the hang: " + e.what() + "\n";
-        [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-      }
-    }
-    store->set(kVerdictKey, kHangTag + ranks + "\n" + message.str());
-    // The others read the verdict on their next beat; this process serves the store.
-    std::this_thread::sleep_for(interval + interval / 2);
-    hung(message.str(), named);
+    return message.str();
   }
 
   void say_goodbye() {
@@ -388,6 +407,16 @@ struct Heartbeat::State {
     returned();
   }
 };
+
+HeartbeatOptions heartbeat_options_from_spec(const spec::Spec& spec) {
+  HeartbeatOptions o;
+  o.timeout = std::chrono::seconds(spec.resilience.heartbeat_timeout_s);
+  o.exit_status = kExitPeerLost;
+  o.hang_timeout = std::chrono::seconds(spec.resilience.hang_timeout_s);
+  o.checkpoint_timeout = std::chrono::seconds(spec.checkpoint.commit_timeout_s);
+  o.hang_exit_status = kExitHang;
+  return o;
+}
 
 std::chrono::milliseconds hang_limit(const HeartbeatOptions& o,
                                      const std::vector<double>& step_seconds) {

@@ -33,6 +33,10 @@ namespace c10d {
 class Store;
 }
 
+namespace hpctrain::spec {
+struct Spec;
+}
+
 namespace hpctrain::dist {
 
 struct HeartbeatOptions {
@@ -55,6 +59,11 @@ struct HeartbeatOptions {
   // heartbeat's thread; an exception is reported and otherwise ignored.
   std::function<void(const std::vector<int>& named, const std::string& message)> on_hang;
 };
+
+// resilience.heartbeat_timeout_s and hang_timeout_s, checkpoint.commit_timeout_s; the exit
+// statuses kExitPeerLost and kExitHang (common/exit_codes.hpp). The rank, hosts, store address and
+// on_hang are the caller's.
+HeartbeatOptions heartbeat_options_from_spec(const spec::Spec& spec);
 
 // The hang timeout in force: hang_timeout when set, else 10 times the median of `step_seconds`
 // (rank 0's seconds per step so far), at least hang_floor (the floor alone before any step).

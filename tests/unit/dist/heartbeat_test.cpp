@@ -1,5 +1,5 @@
 // The hang watchdog's limits (dist/heartbeat.hpp, docs/resilience.md "Hangs"): the hang timeout
-// in force, and how long a rank may stand still in each phase.
+// in force, how long a rank may stand still in each phase, and the options the spec sets.
 #include "dist/heartbeat.hpp"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,9 @@
 #include <optional>
 #include <vector>
 
+#include "common/exit_codes.hpp"
 #include "common/progress.hpp"
+#include "spec/spec.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -92,6 +94,24 @@ TEST(HangAllowance, NotWatched) {
       << "the first step of a process resumed at step 10";
   EXPECT_EQ(allowed_s(at(Phase::kCheckpoint, /*step=*/10), 4s, o), -1);
   EXPECT_EQ(allowed_s(at(Phase::kDataWait, /*step=*/11), 4s, o), 4) << "the second step";
+}
+
+// The spec's [resilience] and [checkpoint] timeouts, and the statuses the batch script reads.
+TEST(HeartbeatOptionsFromSpec, TimeoutsAndStatuses) {
+  spec::Spec s;
+  s.resilience.heartbeat_timeout_s = 7;
+  s.resilience.hang_timeout_s = 45;
+  s.checkpoint.commit_timeout_s = 300;
+  const HeartbeatOptions o = heartbeat_options_from_spec(s);
+  EXPECT_EQ(o.timeout, 7s);
+  EXPECT_EQ(o.hang_timeout, 45s);
+  EXPECT_EQ(o.checkpoint_timeout, 300s);
+  EXPECT_EQ(o.exit_status, kExitPeerLost);
+  EXPECT_EQ(o.hang_exit_status, kExitHang);
+  // hang_timeout_s = 0: the automatic limit.
+  s.resilience.hang_timeout_s = 0;
+  EXPECT_EQ(heartbeat_options_from_spec(s).hang_timeout, 0s);
+  EXPECT_EQ(limit_s(heartbeat_options_from_spec(s), {2.0}), 60);
 }
 
 }  // namespace
