@@ -2,15 +2,12 @@
 
 #include <sys/resource.h>
 
-#include <chrono>
-#include <cmath>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "common/error.hpp"
@@ -23,17 +20,17 @@
 #include "train/metrics.hpp"
 #include "train/trainer.hpp"
 #include "worker/device.hpp"
+#include "worker/env_overrides.hpp"
 #include "worker/selftest.hpp"
 
 namespace hpctrain::worker {
 namespace {
 
-spec::Spec load_spec(const std::string& file) {
+spec::Spec load_spec(const std::string& file, const TestPlants& test) {
   spec::LoadOptions o;
   o.spec_file = file;
   o.check_paths = false;  // the frozen spec was checked at submit time
-  const char* fp16_on_cpu = std::getenv("HPCTRAIN_FP16_ON_CPU");
-  o.allow_fp16_on_cpu = fp16_on_cpu && std::string(fp16_on_cpu) == "1";
+  o.allow_fp16_on_cpu = test.fp16_on_cpu;
   return spec::load(o).spec;
 }
 
@@ -91,26 +88,23 @@ void raise_open_file_limit(const dist::WorldInfo& world) {
 
 // The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the batch script shrank
 // the world around a lost node (HPCTRAIN_WORLD_SIZE, resilience.on_node_loss = "shrink").
-void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world) {
+void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
+                      std::optional<int64_t> shrunk) {
   int64_t expected = spec.job.world_size();
-  const char* shrunk = std::getenv("HPCTRAIN_WORLD_SIZE");
-  if (shrunk && *shrunk && std::string(shrunk) != std::to_string(expected)) {
-    const std::string text = shrunk;
-    const bool number =
-        text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos;
-    const int64_t n = number ? std::stoll(text) : 0;
+  if (shrunk && *shrunk != expected) {
+    const std::string text = std::to_string(*shrunk);
     if (spec.resilience.policy() != spec::OnNodeLoss::kShrink) {
       HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_WORLD_SIZE='" + text + "' differs from the spec's " +
                                        std::to_string(expected) +
                                        " ranks, and resilience.on_node_loss is not \"shrink\"");
     }
-    if (n < 1 || n > expected || n % spec.job.tasks_per_node != 0) {
+    if (*shrunk > expected || *shrunk % spec.job.tasks_per_node != 0) {
       HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_WORLD_SIZE='" + text +
                                        "' is not a whole number of nodes of " +
                                        std::to_string(spec.job.tasks_per_node) +
                                        " ranks, at most the spec's " + std::to_string(expected));
     }
-    expected = n;
+    expected = *shrunk;
   }
   if (expected != world.world_size) {
     HPCTRAIN_THROW(rt::EnvError, "the spec asks for " + std::to_string(expected) +
@@ -119,14 +113,79 @@ void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world) {
   }
 }
 
+// Tests: a stall planted in one rank's training (common/progress.hpp).
+void plant_stall(const TestPlants& test, dist::ProcessGroup& group) {
+  if (test.stall.empty()) return;
+  try {
+    const int rank = group.communicator().rank();
+    const auto& hosts = group.hosts();
+    progress::plant_stall(test.stall, rank,
+                          static_cast<size_t>(rank) < hosts.size() ? hosts[rank] : "");
+  } catch (const std::invalid_argument& e) {
+    HPCTRAIN_THROW(rt::EnvError, e.what());
+  }
+}
+
+void start_heartbeat(const spec::Spec& spec, dist::ProcessGroup& group,
+                     const std::filesystem::path& run_dir, const std::string& step_tag) {
+  dist::HeartbeatOptions beat = dist::heartbeat_options_from_spec(spec);
+  // The hang in metrics.jsonl, for the batch script: it treats the named ranks' nodes as lost.
+  beat.on_hang = [run_dir, step_tag, hosts = group.hosts()](const std::vector<int>& named,
+                                                            const std::string& message) {
+    train::write_suspects(run_dir, "hang", step_tag, progress::snapshot().step, named, hosts,
+                          message);
+  };
+  group.start_heartbeat(beat);
+}
+
+train::TrainOptions train_options(const std::filesystem::path& run_dir,
+                                  const dist::WorldInfo& world, const dist::ProcessGroup& group,
+                                  const EnvOverrides& env) {
+  train::TrainOptions t;
+  t.run_dir = run_dir;
+  t.out = &std::cout;
+  t.hosts = group.hosts();
+  t.job_end_time = world.job_end_time;
+  t.step_tag = env.user.step_tag;
+  t.trace_samples = env.test.trace_samples;
+  t.device_path_on_cpu = env.test.gpu_path_on_cpu;
+  t.cuda_sync_debug = env.test.cuda_sync_debug;
+  t.fp16_init_scale = env.test.fp16_init_scale;
+  t.fp16_on_cpu = env.test.fp16_on_cpu;
+  t.fp16_growth_interval = env.test.fp16_growth_interval;
+  t.resume_skip = env.test.resume_skip;
+  t.resume_pieces_file = env.test.resume_pieces_file;
+  return t;
+}
+
+// Trains the spec in the joined group; returns the exit status.
+int train_rank(const spec::Spec& spec, const dist::WorldInfo& world, dist::ProcessGroup& group,
+               const EnvOverrides& env) {
+  plant_stall(env.test, group);
+  // The script exports the run directory (a job array task's own); a hand-started worker uses
+  // the spec's.
+  const std::filesystem::path run_dir =
+      env.user.run_dir.empty() ? spec.job.run_dir : env.user.run_dir;
+  std::filesystem::create_directories(run_dir);
+  start_heartbeat(spec, group, run_dir, env.user.step_tag);
+  const train::TrainResult result =
+      train::train(spec, group.communicator(), train_options(run_dir, world, group, env));
+  group.leave();
+  // Checkpointed to let a straggler's node go (the script replaces it), or after a stop signal
+  // or before the time limit (the script requeues the job).
+  if (!result.evicted.empty()) return kExitEvict;
+  return result.stopped ? kExitRequeue : kExitOk;
+}
+
 }  // namespace
 
 int run(const Options& options) {
+  const EnvOverrides env = read_env_overrides(dist::current_environment());
   // libtorch logs c10d warnings with a C++ stack trace each; on hundreds of ranks that buries the
   // one line that matters (ours, which names rank, host and cause). Errors only, unless asked.
-  if (!std::getenv("TORCH_CPP_LOG_LEVEL")) FLAGS_caffe2_log_level = 2;
+  if (!env.user.torch_log_level) FLAGS_caffe2_log_level = 2;
   std::optional<spec::Spec> spec;
-  if (!options.spec_file.empty()) spec = load_spec(options.spec_file);
+  if (!options.spec_file.empty()) spec = load_spec(options.spec_file, env.test);
   // The stop signals first: before any backend starts and may install handlers of its own.
   const spec::Signal signal = spec ? spec->preemption.signal : spec::Signal::kUsr2;
   preempt::install_stop_signals({preempt::signal_number(signal), SIGTERM});
@@ -142,7 +201,9 @@ int run(const Options& options) {
     return kExitOk;
   }
   if (spec) require_cuda(static_cast<int>(spec->job.gpus_per_node), world, launch.env);
-  if (spec && world.source != dist::EnvSource::kSingle) check_world_size(*spec, world);
+  if (spec && world.source != dist::EnvSource::kSingle) {
+    check_world_size(*spec, world, env.user.world_size);
+  }
 
   dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
   join.backend = backend;
@@ -162,96 +223,7 @@ int run(const Options& options) {
   if (!spec) {
     HPCTRAIN_THROW(rt::EnvError, "nothing to run: give --spec RUN_DIR/spec.toml (or --selftest)");
   }
-  // Tests: a stall planted in one rank's training (common/progress.hpp).
-  if (const char* stall = std::getenv("HPCTRAIN_TEST_STALL"); stall && *stall) {
-    try {
-      const int rank = group->communicator().rank();
-      const auto& hosts = group->hosts();
-      progress::plant_stall(stall, rank,
-                            static_cast<size_t>(rank) < hosts.size() ? hosts[rank] : "");
-    } catch (const std::invalid_argument& e) {
-      HPCTRAIN_THROW(rt::EnvError, e.what());
-    }
-  }
-  // The script exports the run directory (a job array task's own); a hand-started worker uses
-  // the spec's.
-  const char* run_dir_env = std::getenv("HPCTRAIN_RUN_DIR");
-  const std::filesystem::path run_dir =
-      run_dir_env && *run_dir_env ? run_dir_env : spec->job.run_dir;
-  std::filesystem::create_directories(run_dir);
-  const char* tag_env = std::getenv("HPCTRAIN_STEP_TAG");
-  const std::string step_tag = tag_env ? tag_env : "";
-  {
-    dist::HeartbeatOptions beat;
-    beat.timeout = std::chrono::seconds(spec->resilience.heartbeat_timeout_s);
-    beat.exit_status = kExitPeerLost;
-    beat.hang_timeout = std::chrono::seconds(spec->resilience.hang_timeout_s);
-    beat.checkpoint_timeout = std::chrono::seconds(spec->checkpoint.commit_timeout_s);
-    beat.hang_exit_status = kExitHang;
-    // The hang in metrics.jsonl, for the batch script: it treats the named ranks' nodes as lost.
-    beat.on_hang = [run_dir, step_tag, hosts = group->hosts()](const std::vector<int>& named,
-                                                               const std::string& message) {
-      train::write_suspects(run_dir, "hang", step_tag, progress::snapshot().step, named, hosts,
-                            message);
-    };
-    group->start_heartbeat(beat);
-  }
-  train::TrainOptions train_options;
-  train_options.run_dir = run_dir;
-  train_options.out = &std::cout;
-  train_options.hosts = group->hosts();
-  train_options.job_end_time = world.job_end_time;
-  if (const char* trace = std::getenv("HPCTRAIN_TRACE_SAMPLES"); trace && *trace) {
-    train_options.trace_samples = trace;
-  }
-  if (const char* on_cpu = std::getenv("HPCTRAIN_GPU_PATH_ON_CPU")) {
-    train_options.device_path_on_cpu = std::string(on_cpu) == "1";
-  }
-  if (const char* mode = std::getenv("HPCTRAIN_CUDA_SYNC_DEBUG"); mode && *mode) {
-    const std::string m = mode;
-    if (m != "warn" && m != "error" && m != "off") {
-      HPCTRAIN_THROW(rt::EnvError,
-                     "HPCTRAIN_CUDA_SYNC_DEBUG must be warn, error or off, not '" + m + "'");
-    }
-    train_options.cuda_sync_debug = m == "warn" ? 1 : m == "error" ? 2 : 0;
-  }
-  if (const char* scale = std::getenv("HPCTRAIN_FP16_INIT_SCALE"); scale && *scale) {
-    char* end = nullptr;
-    const double v = std::strtod(scale, &end);
-    if (*end != '\0' || !(v > 0) || !std::isfinite(v)) {
-      HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_FP16_INIT_SCALE='" + std::string(scale) +
-                                       "' is not a positive number");
-    }
-    train_options.fp16_init_scale = v;
-  }
-  if (const char* on_cpu = std::getenv("HPCTRAIN_FP16_ON_CPU")) {
-    train_options.fp16_on_cpu = std::string(on_cpu) == "1";
-  }
-  if (const char* interval = std::getenv("HPCTRAIN_FP16_GROWTH_INTERVAL"); interval && *interval) {
-    char* end = nullptr;
-    const long long v = std::strtoll(interval, &end, 10);
-    if (*end != '\0' || v < 1) {
-      HPCTRAIN_THROW(rt::EnvError, "HPCTRAIN_FP16_GROWTH_INTERVAL='" + std::string(interval) +
-                                       "' is not a positive integer");
-    }
-    train_options.fp16_growth_interval = v;
-  }
-  if (const char* skip = std::getenv("HPCTRAIN_RESUME_SKIP"); skip && *skip) {
-    std::stringstream pieces(skip);
-    for (std::string piece; std::getline(pieces, piece, ',');) {
-      if (!piece.empty()) train_options.resume_skip.insert(piece);
-    }
-  }
-  if (const char* file = std::getenv("HPCTRAIN_RESUME_PIECES"); file && *file) {
-    train_options.resume_pieces_file = file;
-  }
-  train_options.step_tag = step_tag;
-  const train::TrainResult result = train::train(*spec, group->communicator(), train_options);
-  group->leave();
-  // Checkpointed to let a straggler's node go (the script replaces it), or after a stop signal
-  // or before the time limit (the script requeues the job).
-  if (!result.evicted.empty()) return kExitEvict;
-  return result.stopped ? kExitRequeue : kExitOk;
+  return train_rank(*spec, world, *group, env);
 }
 
 }  // namespace hpctrain::worker
