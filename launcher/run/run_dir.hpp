@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::run {
@@ -17,9 +18,9 @@ namespace hpctrain::run {
 namespace fs = std::filesystem;
 
 // Thrown for run-directory problems (a different spec already there, unwritable directory, ...).
-class RunDirError : public std::runtime_error {
+class RunDirError : public hpctrain::Error {
  public:
-  using std::runtime_error::runtime_error;
+  using hpctrain::Error::Error;
 };
 
 // Writes `content` to `path` via a temporary file in the same directory, fsynced and renamed, then

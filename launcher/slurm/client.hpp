@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace hpctrain::slurm {
 
 // Thrown when a Slurm command fails, times out or answers something unexpected.
-class SlurmError : public std::runtime_error {
+class SlurmError : public hpctrain::Error {
  public:
-  using std::runtime_error::runtime_error;
+  using hpctrain::Error::Error;
 };
 
 // No Slurm controller answered (no configuration found, nothing listening at the controller's

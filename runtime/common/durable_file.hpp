@@ -4,15 +4,18 @@
 #pragma once
 
 #include <filesystem>
-#include <stdexcept>
 #include <string>
+
+#include "common/error.hpp"
 
 namespace hpctrain::common {
 
-// The operation, the path and the OS's text ("cannot rename onto /x/y: No space left on device").
-class FileError : public std::runtime_error {
+// The operation, the path and the OS's text ("cannot rename onto /x/y: No space left on device"),
+// without rt::Error's "[rank] file:line: " prefix: the launcher wraps it in its own errors and the
+// runtime's callers in theirs.
+class FileError : public hpctrain::Error {
  public:
-  using std::runtime_error::runtime_error;
+  using hpctrain::Error::Error;
 };
 
 // Writes `content` to `path` via a temporary file in the same directory, fsynced and renamed, then

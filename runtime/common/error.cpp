@@ -31,8 +31,8 @@ std::string rank_prefix() {
 }
 
 Error::Error(const std::string& message, const char* file, int line)
-    : std::runtime_error(rank_prefix() + base_name(file) + ":" + std::to_string(line) + ": " +
-                         message),
+    : hpctrain::Error(rank_prefix() + base_name(file) + ":" + std::to_string(line) + ": " +
+                      message),
       message_(message) {}
 
 }  // namespace hpctrain::rt

@@ -4,8 +4,9 @@
 // Thread safety: constants.
 #pragma once
 
-#include <stdexcept>
 #include <string>
+
+#include "common/error.hpp"
 
 namespace hpctrain {
 
@@ -34,9 +35,9 @@ inline constexpr int kExitEvict = 78;
 
 // Thrown to end a program with `status` once what() (a whole message, "hpctrain: ..." for the
 // launcher) is printed to stderr: the launcher's commands and what they call in launcher/run.
-class ExitWith : public std::runtime_error {
+class ExitWith : public Error {
  public:
-  ExitWith(int status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  ExitWith(int status, const std::string& message) : Error(message), status_(status) {}
   int status() const { return status_; }
 
  private:
