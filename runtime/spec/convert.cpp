@@ -180,15 +180,112 @@ std::optional<std::vector<std::string>> string_list(const Field& f, const toml::
   return out;
 }
 
+// One path, or a list of them: at least one, none empty.
+std::optional<Value> path_list(const Field& f, const toml::value& v, const std::string& key,
+                               const Origin& origin, DiagnosticSink& sink) {
+  std::vector<std::string> list;
+  if (v.is_string()) {
+    if (!check_string(f, v.as_string().str, key, origin, sink)) return std::nullopt;
+    list.push_back(v.as_string().str);
+  } else if (auto l = string_list(f, v, key, origin, sink)) {
+    list = *l;
+  } else {
+    return std::nullopt;
+  }
+  if (list.empty()) {
+    sink.error(origin, key, "must name at least one file");
+    return std::nullopt;
+  }
+  for (const auto& p : list) {
+    if (p.empty()) {
+      sink.error(origin, key, "empty path");
+      return std::nullopt;
+    }
+  }
+  return Value(list);
+}
+
+std::optional<Value> int_list(const toml::value& v, const std::string& key, const Origin& origin,
+                              DiagnosticSink& sink) {
+  std::vector<int64_t> out;
+  for (const auto& item : v.as_array()) {
+    if (!item.is_integer()) {
+      sink.error(origin, key, std::string("list items must be integers, got ") + toml_type(item));
+      return std::nullopt;
+    }
+    out.push_back(item.as_integer());
+  }
+  return Value(out);
+}
+
+std::optional<Value> float_list(const toml::value& v, const std::string& key, const Origin& origin,
+                                DiagnosticSink& sink) {
+  std::vector<double> out;
+  for (const auto& item : v.as_array()) {
+    if (!item.is_floating() && !item.is_integer()) {
+      sink.error(origin, key, std::string("list items must be numbers, got ") + toml_type(item));
+      return std::nullopt;
+    }
+    const double d =
+        item.is_floating() ? item.as_floating() : static_cast<double>(item.as_integer());
+    if (!std::isfinite(d)) {
+      sink.error(origin, key, "list items must be finite numbers");
+      return std::nullopt;
+    }
+    out.push_back(d);
+  }
+  return Value(out);
+}
+
+// Where the table's entry `name` was written, else the table's own origin.
+const Origin& item_origin(const std::map<std::string, Origin>& items, const std::string& name,
+                          const Origin& origin) {
+  auto it = items.find(name);
+  return it == items.end() ? origin : it->second;
+}
+
+// job.env: strings by name. A bad value drops only its own entry, so the names are still checked.
+std::optional<Value> string_map(const toml::value& v, const std::string& key, const Origin& origin,
+                                const std::map<std::string, Origin>& items, DiagnosticSink& sink) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, item] : v.as_table()) {
+    const std::string item_key = key + "." + name;
+    if (!item.is_string()) {
+      sink.error(item_origin(items, name, origin), item_key,
+                 std::string("environment values are strings, got ") + toml_type(item),
+                 "quote the value");
+      continue;
+    }
+    if (check_text(item.as_string().str, item_key, item_origin(items, name, origin), sink)) {
+      out[name] = item.as_string().str;
+    }
+  }
+  return Value(out);
+}
+
+// [sweep]: each key's non-empty list of values, as literals, sorted by key.
+std::optional<Value> sweep_map(const toml::value& v, const std::string& key, const Origin& origin,
+                               const std::map<std::string, Origin>& items, DiagnosticSink& sink) {
+  SweepParams out;
+  for (const auto& [name, item] : v.as_table()) {
+    if (!item.is_array() || item.as_array().empty()) {
+      sink.error(item_origin(items, name, origin), key + "." + quote(name),
+                 "must be a non-empty list of values");
+      return std::nullopt;
+    }
+    std::vector<std::string> values;
+    for (const auto& x : item.as_array()) values.push_back(literal_of(x));
+    out.emplace_back(name, values);
+  }
+  std::sort(out.begin(), out.end());
+  return Value(out);
+}
+
 }  // namespace
 
 std::optional<Value> convert(const Field& f, const toml::value& v, const Origin& origin,
                              DiagnosticSink& sink, const std::map<std::string, Origin>& items) {
   const std::string key(f.path);
-  auto item_origin = [&](const std::string& name) -> const Origin& {
-    auto it = items.find(name);
-    return it == items.end() ? origin : it->second;
-  };
   switch (f.type) {
     case Type::kString:
       if (!v.is_string()) break;
@@ -214,94 +311,20 @@ std::optional<Value> convert(const Field& f, const toml::value& v, const Origin&
       if (!list) return std::nullopt;
       return Value(*list);
     }
-    case Type::kPathList: {
-      std::vector<std::string> list;
-      if (v.is_string()) {
-        if (!check_string(f, v.as_string().str, key, origin, sink)) return std::nullopt;
-        list.push_back(v.as_string().str);
-      } else if (auto l = string_list(f, v, key, origin, sink)) {
-        list = *l;
-      } else {
-        return std::nullopt;
-      }
-      if (list.empty()) {
-        sink.error(origin, key, "must name at least one file");
-        return std::nullopt;
-      }
-      for (const auto& p : list) {
-        if (p.empty()) {
-          sink.error(origin, key, "empty path");
-          return std::nullopt;
-        }
-      }
-      return Value(list);
-    }
-    case Type::kIntList: {
+    case Type::kPathList:
+      return path_list(f, v, key, origin, sink);
+    case Type::kIntList:
       if (!v.is_array()) break;
-      std::vector<int64_t> out;
-      for (const auto& item : v.as_array()) {
-        if (!item.is_integer()) {
-          sink.error(origin, key,
-                     std::string("list items must be integers, got ") + toml_type(item));
-          return std::nullopt;
-        }
-        out.push_back(item.as_integer());
-      }
-      return Value(out);
-    }
-    case Type::kFloatList: {
+      return int_list(v, key, origin, sink);
+    case Type::kFloatList:
       if (!v.is_array()) break;
-      std::vector<double> out;
-      for (const auto& item : v.as_array()) {
-        if (!item.is_floating() && !item.is_integer()) {
-          sink.error(origin, key,
-                     std::string("list items must be numbers, got ") + toml_type(item));
-          return std::nullopt;
-        }
-        const double d =
-            item.is_floating() ? item.as_floating() : static_cast<double>(item.as_integer());
-        if (!std::isfinite(d)) {
-          sink.error(origin, key, "list items must be finite numbers");
-          return std::nullopt;
-        }
-        out.push_back(d);
-      }
-      return Value(out);
-    }
-    case Type::kStringMap: {
+      return float_list(v, key, origin, sink);
+    case Type::kStringMap:
       if (!v.is_table()) break;
-      std::map<std::string, std::string> out;
-      for (const auto& [name, item] : v.as_table()) {
-        const std::string item_key = key + "." + name;
-        if (!item.is_string()) {
-          sink.error(item_origin(name), item_key,
-                     std::string("environment values are strings, got ") + toml_type(item),
-                     "quote the value");
-          continue;
-        }
-        // A bad value drops only its own entry, so the names are still checked.
-        if (check_text(item.as_string().str, item_key, item_origin(name), sink)) {
-          out[name] = item.as_string().str;
-        }
-      }
-      return Value(out);
-    }
-    case Type::kSweepMap: {
+      return string_map(v, key, origin, items, sink);
+    case Type::kSweepMap:
       if (!v.is_table()) break;
-      SweepParams out;
-      for (const auto& [name, item] : v.as_table()) {
-        if (!item.is_array() || item.as_array().empty()) {
-          sink.error(item_origin(name), key + "." + quote(name),
-                     "must be a non-empty list of values");
-          return std::nullopt;
-        }
-        std::vector<std::string> values;
-        for (const auto& x : item.as_array()) values.push_back(literal_of(x));
-        out.emplace_back(name, values);
-      }
-      std::sort(out.begin(), out.end());
-      return Value(out);
-    }
+      return sweep_map(v, key, origin, items, sink);
   }
   type_mismatch(f, v, key, origin, sink);
   return std::nullopt;

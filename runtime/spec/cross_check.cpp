@@ -136,10 +136,12 @@ size_t glob_count(const std::string& pattern) {
   return n;
 }
 
-}  // namespace
+// Whether the spec file wrote `key` (not left to its default).
+bool written(const Typedmap& m, const std::string& key) { return !origin_of(m, key).is_default(); }
 
-void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
-                 DiagnosticSink& sink) {
+// Ranks per GPU, fp16 on CPUs, and time left after the preemption warning.
+void check_job_shape(const Spec& s, const Typedmap& m, const LoadOptions& options,
+                     DiagnosticSink& sink) {
   const auto& j = s.job;
   if (j.gpus_per_node > 0 && j.tasks_per_node != j.gpus_per_node) {
     sink.error(origin_of(m, "job.tasks_per_node"), "job.tasks_per_node",
@@ -160,6 +162,11 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                    " s, leaving under a minute of training",
                "lengthen job.time or shorten signal_lead_s");
   }
+}
+
+// Some training data, cores left for the training thread, a full global batch of synthetic data.
+void check_data(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
+  const auto& j = s.job;
   if (!s.data.synthetic && s.data.train.empty()) {
     sink.error(origin_of(m, "data.synthetic"), "data.train",
                "no training data: set data.train, or data.synthetic = true");
@@ -180,6 +187,11 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  "raise data.synthetic_samples or lower batch_size");
     }
   }
+}
+
+// The container and srun's MPI plugin.
+void check_launch(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
+  const auto& j = s.job;
   if (j.container.runtime != ContainerRuntime::kNone &&
       (!j.container.image || j.container.image->empty())) {
     sink.error(origin_of(m, "job.container.runtime"), "job.container.image",
@@ -199,8 +211,11 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  quote(j.srun_mpi) + " is not an srun --mpi plugin name");
     }
   }
-  // The stem is resolved in build() (the CIFAR ResNets take theirs); what is left wrong here was
-  // asked for: an ImageNet stem on a CIFAR ResNet, a CIFAR stem on AlexNet.
+}
+
+// The stem is resolved in build() (the CIFAR ResNets take theirs); what is left wrong here was
+// asked for: an ImageNet stem on a CIFAR ResNet, a CIFAR stem on AlexNet.
+void check_stem(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
   const bool cifar_resnet = is_cifar_resnet(s.model.arch);
   if ((cifar_resnet && s.model.stem != Stem::kCifar) ||
       (s.model.arch == Arch::kAlexNet && s.model.stem != Stem::kImageNet)) {
@@ -210,6 +225,11 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                    (cifar_resnet ? "the 3x3 CIFAR stem" : "its own ImageNet stem"),
                "remove model.stem (it chooses between the stems of resnet18..resnet152)");
   }
+}
+
+// The schedule's milestones, AdamW's betas, local SGD keys that do nothing, and periodic
+// checkpoints.
+void check_training(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
   const auto& sch = s.train.schedule;
   if (sch.name == Schedule::kMultistep) {
     bool increasing = !sch.milestones.empty();
@@ -227,17 +247,16 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
                "must be two numbers in [0, 1)");
   }
   // The local SGD keys written where they do nothing: said, so a typo in train.sync is seen.
-  const auto written = [&](const std::string& key) { return !origin_of(m, key).is_default(); };
   for (const char* key : {"train.sync_every_steps", "train.sync_warmup_steps",
                           "train.outer_optimizer", "train.outer_lr", "train.outer_momentum"}) {
-    if (s.train.sync == Sync::kAllReduce && written(key)) {
+    if (s.train.sync == Sync::kAllReduce && written(m, key)) {
       sink.warning(origin_of(m, key), key,
                    "has no effect: train.sync is \"allreduce\" (local_sgd reads it)");
     }
   }
   for (const char* key : {"train.outer_lr", "train.outer_momentum"}) {
     if (s.train.sync == Sync::kLocalSgd && s.train.outer_optimizer == OuterOptimizer::kNone &&
-        written(key)) {
+        written(m, key)) {
       sink.warning(origin_of(m, key), key,
                    "has no effect: train.outer_optimizer is \"none\" (nesterov reads it)");
     }
@@ -246,6 +265,11 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
     sink.warning(origin_of(m, "checkpoint.every_steps"), "checkpoint.every_steps",
                  "no periodic checkpoints: a crash loses all progress since the last preemption");
   }
+}
+
+// What a node loss or a straggler eviction needs: spare nodes, or more than one node.
+void check_resilience(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
+  const auto& j = s.job;
   const auto& r = s.resilience;
   if (r.on_node_loss == OnNodeLoss::kReplace && r.spare_nodes == 0) {
     sink.error(origin_of(m, "resilience.on_node_loss"), "resilience.on_node_loss",
@@ -273,15 +297,17 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
   }
   if (!r.evict_stragglers) {
     for (const char* key : {"resilience.straggler_ratio", "resilience.straggler_windows"}) {
-      if (written(key)) {
+      if (written(m, key)) {
         sink.warning(origin_of(m, key), key, "has no effect: resilience.evict_stragglers is false");
       }
     }
   }
-  if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);
-  if (m.count("job.env")) check_env(m.at("job.env"), sink);
+}
 
-  if (!options.check_paths) return;
+// Things outside the spec: data files, pretrained weights, the worker, a container image file.
+void check_paths(const Spec& s, const Typedmap& m, const LoadOptions& options,
+                 DiagnosticSink& sink) {
+  const auto& j = s.job;
   auto check_files = [&](const std::vector<std::string>& patterns, const std::string& key) {
     for (const auto& pattern : patterns) {
       if (glob_count(pattern) == 0) {
@@ -312,6 +338,21 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
     sink.error(origin_of(m, "job.container.image"), "job.container.image",
                "no such image file " + quote(*j.container.image));
   }
+}
+
+}  // namespace
+
+void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
+                 DiagnosticSink& sink) {
+  check_job_shape(s, m, options, sink);
+  check_data(s, m, sink);
+  check_launch(s, m, sink);
+  check_stem(s, m, sink);
+  check_training(s, m, sink);
+  check_resilience(s, m, sink);
+  if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);
+  if (m.count("job.env")) check_env(m.at("job.env"), sink);
+  if (options.check_paths) check_paths(s, m, options, sink);
 }
 
 }  // namespace detail
