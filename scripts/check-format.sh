@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a tracked C++ file differs from what clang-format (.clang-format) makes of it.
+# Fails when a tracked C++ file differs from what clang-format (.clang-format) makes of it, or when
+# a function is longer than 80 lines (scripts/check-function-length.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' | grep -v '^tests/unit/launcher/golden/')
@@ -12,3 +13,4 @@ if ! clang-format --dry-run -Werror "${files[@]}" 2>/tmp/hpctrain-format.$$; the
 fi
 rm -f /tmp/hpctrain-format.$$
 echo "check-format: ${#files[@]} files ok"
+scripts/check-function-length.sh
