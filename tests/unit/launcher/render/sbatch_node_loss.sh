@@ -25,6 +25,10 @@
 #   evict     the ranks exit 78 after letting a straggler's node go: replaced (cause straggler);
 #   exclude   the fallback's requeue puts the lost node in the job's ExcNodeList (not when the
 #             partition would be left too small: small);
+#   losses-limit  an eviction then a hang with max_node_losses = 1: the second is not recovered
+#             in the allocation (node_lost_requeued);
+#   failures-chain  a node lost breaks the chain of consecutive failures (max 2): requeued after
+#             [failed, failed, node lost], not after [node lost, failed, failed];
 #   avoid     an attempt placed again on a node lost in an earlier attempt of the job trains
 #             without it while a spare is left (the ledger says avoided), and with it otherwise.
 #   sbatch_node_loss.sh HPCTRAIN
@@ -234,6 +238,44 @@ scenario evict 3 $'spare_nodes = 1\nevict_stragglers = true' "${all[@]}"
 grep -qx -- '--nodelist=127.0.0.3,127.0.0.4,127.0.0.1' "$work/evict/srun-2.argv" || check_failed "evict: second step's nodes: $(cat "$work/evict/srun-2.argv")"
 has evict 1 '.reason == "node_lost" and .cause == "straggler" and .lost_nodes == "127.0.0.2" and .exit_status == 78 and (.detected_by | startswith("evicted, evict: rank 2"))'
 has evict 2 '.reason == "completed"'
+
+# losses-limit: an eviction and a hang count against max_node_losses as a dead node does: with
+# max_node_losses = 1 and a second spare, the first (an eviction) is recovered in the allocation,
+# the second (a hang) ends the attempt and the job is requeued without the hung node.
+FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5"
+mkdir -p "$work/losses-limit/play"
+echo 'started; sleep 0.5; verdict evict 127.0.0.2; exit 78' > "$work/losses-limit/play/srun-1.sh"
+echo 'started; sleep 0.5; verdict hang 127.0.0.3; exit 77' > "$work/losses-limit/play/srun-2.sh"
+echo 'started; exit 0' > "$work/losses-limit/play/srun-3.sh"
+scenario losses-limit 3 $'spare_nodes = 2\nmax_node_losses = 1\nevict_stragglers = true' \
+  127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5
+[[ $(cat "$work/losses-limit/srun.count") == 2 ]] ||
+  check_failed "losses-limit: $(cat "$work/losses-limit/srun.count") steps ran, not 2"
+has losses-limit 1 '.reason == "node_lost" and .cause == "straggler" and .lost_nodes == "127.0.0.2"'
+has losses-limit 2 '.reason == "node_lost_requeued" and .cause == "hang" and .lost_nodes == "127.0.0.3" and .added_nodes == ""'
+grep -qx 'requeue 4242' "$work/losses-limit/scontrol.calls" || check_failed "losses-limit: not requeued"
+FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4"
+
+# failures-chain: a node lost is not the run's fault: a node_lost_requeued attempt breaks the
+# chain of consecutive failures (max_consecutive_failures = 2): after [failed, failed, node lost]
+# a failing attempt is requeued; after [node lost, failed, failed] it is not.
+for name in failures-after-loss failures-before-loss; do
+  mkdir -p "$work/$name/play"
+  echo 'started; exit 1' > "$work/$name/play/srun-1.sh"
+done
+failed='{"job_id":"4242","reason":"failed_requeued","last_step":null}'
+lost='{"job_id":"4242","reason":"node_lost_requeued","lost_nodes":"fake9","last_step":null}'
+printf '%s\n' "$failed" "$failed" "$lost" > "$work/failures-after-loss/attempts.jsonl"
+printf '%s\n' "$lost" "$failed" "$failed" > "$work/failures-before-loss/attempts.jsonl"
+for name in failures-after-loss failures-before-loss; do
+  scenario "$name" 2 $'[preemption]\nmax_consecutive_failures = 2' 127.0.0.1 127.0.0.2
+done
+has failures-after-loss 4 '.reason == "failed_requeued" and .exit_status == 1'
+grep -qx 'requeue 4242' "$work/failures-after-loss/scontrol.calls" 2>/dev/null ||
+  check_failed "failures-after-loss: not requeued: $(cat "$work/failures-after-loss/err")"
+has failures-before-loss 4 '.reason == "failed" and .exit_status == 1'
+grep -q 'requeue' "$work/failures-before-loss/scontrol.calls" 2>/dev/null &&
+  check_failed "failures-before-loss: requeued after 3 failures in a row"
 
 # avoid: 127.0.0.2 was lost in this job's first attempt; Slurm gave this one the same nodes.
 for name in avoid avoid-short; do
