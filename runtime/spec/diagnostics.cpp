@@ -67,7 +67,7 @@ static std::string summary(const std::vector<Diagnostic>& diagnostics) {
 }
 
 SpecError::SpecError(std::vector<Diagnostic> diagnostics)
-    : std::runtime_error(format_all(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+    : hpctrain::Error(format_all(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
 std::string format_all(const std::vector<Diagnostic>& diagnostics) {
   std::string out;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace hpctrain::spec {
 
 // Where a value came from.
@@ -50,7 +52,7 @@ class DiagnosticSink {
 };
 
 // Thrown when a spec (or a file it needs) has errors; carries every diagnostic found.
-class SpecError : public std::runtime_error {
+class SpecError : public hpctrain::Error {
  public:
   explicit SpecError(std::vector<Diagnostic> diagnostics);
   const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
