@@ -17,6 +17,7 @@ void add_submit(CLI::App& app) {
     SpecArgs spec;
     bool dry_run = false;
     bool force = false;
+    std::string dependency, begin;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("submit", "Submit a job spec to Slurm");
@@ -24,7 +25,16 @@ void add_submit(CLI::App& app) {
   cmd->add_flag("--dry-run", args->dry_run,
                 "Write the run directory and script, but do not call sbatch");
   cmd->add_flag("--force", args->force, "Replace a different frozen spec in the run directory");
+  // sbatch's own spelling for the two options people give per submission; each is the spec key
+  // set with --set.
+  cmd->add_option("-d,--dependency", args->dependency,
+                  "Start after other jobs, as sbatch's: afterok:123, singleton (job.dependency)");
+  cmd->add_option("--begin", args->begin,
+                  "Start no earlier than this, as sbatch's: now+1hour, 16:00 (job.begin)");
   cmd->callback([args] {
+    if (!args->dependency.empty())
+      args->spec.overrides.push_back("job.dependency=" + args->dependency);
+    if (!args->begin.empty()) args->spec.overrides.push_back("job.begin=" + args->begin);
     const auto resolved = load_or_exit(args->spec, /*check_paths=*/true);
     const std::string script = render::sbatch_script(resolved.spec, resolved.tasks.size());
     const auto prepared = run::prepare(resolved, script, args->force);

@@ -74,6 +74,17 @@ std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tas
   o.push_back("--time=" + j.time);
   if (j.constraint) o.push_back("--constraint=" + *j.constraint);
   if (j.exclusive) o.push_back("--exclusive");
+  if (j.reservation) o.push_back("--reservation=" + *j.reservation);
+  if (j.nodelist) o.push_back("--nodelist=" + *j.nodelist);
+  if (j.exclude) o.push_back("--exclude=" + *j.exclude);
+  if (j.begin) o.push_back("--begin=" + *j.begin);
+  if (j.dependency) o.push_back("--dependency=" + *j.dependency);
+  if (!j.mail_type.empty()) {
+    std::string types;
+    for (const auto& t : j.mail_type) types += (types.empty() ? "" : ",") + t;
+    o.push_back("--mail-type=" + types);
+  }
+  if (j.mail_user) o.push_back("--mail-user=" + *j.mail_user);
   o.push_back("--chdir=" + j.run_dir);
   // logs/slurm-JOBID.out, with Slurm's filename patterns for the job id (%j; %A_%a for a task).
   const std::string logs = j.run_dir + "/" + layout::kLogs + "/";

@@ -16,6 +16,8 @@ bool matches_charset(const std::string& s, Charset charset) {
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]*");
   static const std::regex kModule("[A-Za-z0-9._+/@-]+");
   static const std::regex kPath("[A-Za-z0-9._+@,=:/~{}-]+");
+  static const std::regex kHostlist("[A-Za-z0-9._,\\[\\]-]+");
+  static const std::regex kSlurmWord("[A-Za-z0-9._:,?+@%-]+");
   static const std::regex kConstraint("[A-Za-z0-9_.&|,()*!:\\[\\]-]+");
   static const std::regex kMemory("[0-9]+[KMGT]?");
   switch (charset) {
@@ -31,6 +33,10 @@ bool matches_charset(const std::string& s, Charset charset) {
       return std::regex_match(s, kConstraint);
     case Charset::kMemory:
       return std::regex_match(s, kMemory);
+    case Charset::kHostlist:
+      return std::regex_match(s, kHostlist);
+    case Charset::kSlurmWord:
+      return std::regex_match(s, kSlurmWord);
   }
   return false;
 }
@@ -47,6 +53,10 @@ std::string_view charset_words(Charset charset) {
       return "letters, digits and _ . & | , ( ) * ! : [ ] -";
     case Charset::kMemory:
       return "a number with an optional K, M, G or T suffix";
+    case Charset::kHostlist:
+      return "a Slurm host list: letters, digits and . _ , [ ] -";
+    case Charset::kSlurmWord:
+      return "letters, digits and . _ : , ? + @ % -";
     case Charset::kFree:
       break;
   }

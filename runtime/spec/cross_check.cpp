@@ -21,7 +21,9 @@ const std::set<std::string>& managed_sbatch_options() {
       "ntasks-per-node", "gpus-per-node", "cpus-per-task", "time",       "account",
       "partition",       "qos",           "mem",           "constraint", "exclusive",
       "chdir",           "wrap",          "parsable",      "wait",       "export",
-      "export-file",     "test-only",     "batch",         "container",  "no-kill"};
+      "export-file",     "test-only",     "batch",         "container",  "no-kill",
+      "reservation",     "nodelist",      "exclude",       "begin",      "dependency",
+      "mail-type",       "mail-user"};
   return kManaged;
 }
 
@@ -40,6 +42,13 @@ std::string which_key_manages(const std::string& option) {
       {"mem", "job.mem"},
       {"constraint", "job.constraint"},
       {"exclusive", "job.exclusive"},
+      {"reservation", "job.reservation"},
+      {"nodelist", "job.nodelist"},
+      {"exclude", "job.exclude"},
+      {"begin", "job.begin"},
+      {"dependency", "job.dependency"},
+      {"mail-type", "job.mail_type"},
+      {"mail-user", "job.mail_user"},
       {"signal", "preemption.signal and preemption.signal_lead_s"},
       {"requeue", "preemption.enabled"},
       {"no-requeue", "preemption.enabled"},
@@ -161,6 +170,55 @@ void check_job_shape(const Spec& s, const Typedmap& m, const LoadOptions& option
                    " s before a time limit of " + std::to_string(j.time_seconds) +
                    " s, leaving under a minute of training",
                "lengthen job.time or shorten signal_lead_s");
+  }
+}
+
+// Slurm's everyday options as sbatch reads them: a dependency list, mail types and address.
+// (job.begin takes Slurm's many time forms; its charset is checked and Slurm judges the rest.)
+void check_dependency(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
+  if (!s.job.dependency) return;
+  static const std::regex kOne(
+      "singleton|(after|afterany|afterburstbuffer|aftercorr|afternotok|afterok)"
+      "(:[0-9]+(_[0-9]+)?(\\+[0-9]+)?)+");
+  static const std::regex kSeparator("[,?]");
+  const std::string& text = *s.job.dependency;
+  if (text.find(',') != std::string::npos && text.find('?') != std::string::npos) {
+    sink.error(origin_of(m, "job.dependency"), "job.dependency",
+               "mixes ',' (all of them) and '?' (any of them)", "Slurm takes one or the other");
+    return;
+  }
+  for (std::sregex_token_iterator it(text.begin(), text.end(), kSeparator, -1), end; it != end;
+       ++it) {
+    const std::string one = *it;
+    if (std::regex_match(one, kOne)) continue;
+    sink.error(origin_of(m, "job.dependency"), "job.dependency",
+               quote(one) + " is not a Slurm dependency",
+               "write TYPE:JOBID[:JOBID...] with TYPE after, afterany, afterok, afternotok, "
+               "aftercorr or afterburstbuffer, or singleton; e.g. \"afterok:123\"");
+  }
+}
+
+void check_mail(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
+  static const std::set<std::string> kTypes = {
+      "NONE",          "BEGIN",          "END",        "FAIL",       "REQUEUE",
+      "ALL",           "INVALID_DEPEND", "STAGE_OUT",  "TIME_LIMIT", "TIME_LIMIT_90",
+      "TIME_LIMIT_80", "TIME_LIMIT_50",  "ARRAY_TASKS"};
+  for (const auto& type : s.job.mail_type) {
+    if (kTypes.count(type)) continue;
+    sink.error(origin_of(m, "job.mail_type"), "job.mail_type",
+               quote(type) + " is not a Slurm mail type",
+               "BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, "
+               "TIME_LIMIT_50, INVALID_DEPEND, STAGE_OUT, ARRAY_TASKS or NONE");
+  }
+  static const std::regex kAddress("[A-Za-z0-9._%+-]+(@[A-Za-z0-9.-]+)?");
+  if (s.job.mail_user && !std::regex_match(*s.job.mail_user, kAddress)) {
+    sink.error(origin_of(m, "job.mail_user"), "job.mail_user",
+               quote(*s.job.mail_user) + " is not a user name or mail address",
+               "e.g. \"me@example.org\"");
+  }
+  if (s.job.mail_user && s.job.mail_type.empty()) {
+    sink.warning(origin_of(m, "job.mail_user"), "job.mail_user",
+                 "no mail is sent without job.mail_type", "e.g. mail_type = [\"END\", \"FAIL\"]");
   }
 }
 
@@ -350,6 +408,8 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
   check_stem(s, m, sink);
   check_training(s, m, sink);
   check_resilience(s, m, sink);
+  check_dependency(s, m, sink);
+  check_mail(s, m, sink);
   if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);
   if (m.count("job.env")) check_env(m.at("job.env"), sink);
   if (options.check_paths) check_paths(s, m, options, sink);

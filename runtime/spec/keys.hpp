@@ -37,6 +37,13 @@ void for_each_key(S& s, F&& f) {
   f("job.time", j.time);
   f("job.constraint", j.constraint);
   f("job.exclusive", j.exclusive);
+  f("job.reservation", j.reservation);
+  f("job.nodelist", j.nodelist);
+  f("job.exclude", j.exclude);
+  f("job.begin", j.begin);
+  f("job.dependency", j.dependency);
+  f("job.mail_type", j.mail_type);
+  f("job.mail_user", j.mail_user);
   f("job.run_dir", j.run_dir);
   f("job.modules", j.modules);
   f("job.env", j.env);

@@ -33,6 +33,8 @@ enum class Charset {
   kPath,        // [A-Za-z0-9._+@,=:/~-] and {name}: paths that appear in #SBATCH lines
   kConstraint,  // [A-Za-z0-9_.&|,()*!:[]-]: Slurm feature expressions
   kMemory,      // digits with an optional K/M/G/T suffix
+  kHostlist,    // [A-Za-z0-9._,[]-]: Slurm host lists, node[01-04],gpu7
+  kSlurmWord,   // [A-Za-z0-9._:,?+@%-]: dependency lists, begin times, mail addresses
 };
 
 struct Field {

@@ -27,6 +27,8 @@ struct ContainerSpec {
 struct JobSpec {
   std::string name;
   std::optional<std::string> profile, account, partition, qos, mem, constraint;
+  std::optional<std::string> reservation, nodelist, exclude, begin, dependency, mail_user;
+  std::vector<std::string> mail_type;
   int64_t nodes = 0, tasks_per_node = 0, gpus_per_node = 0, cpus_per_task = 0;
   std::string time;          // normalised: [D-]HH:MM:SS
   int64_t time_seconds = 0;  // the same, in seconds

@@ -151,6 +151,37 @@ TEST(SpecErrors, ExtraSbatchIsValidated) {
   EXPECT_NE(messages[3].find("\"--comment=$(id)\""), std::string::npos);
 }
 
+// Slurm's everyday options: what sbatch would refuse is refused here, naming the key; the same
+// options through extra_sbatch point at the key.
+TEST(SpecErrors, SlurmEverydayOptionsAreChecked) {
+  TempDir dir;
+  auto all = errors_of(dir, minimal_spec(), {"job.dependency=afterok:123,afterany:5"});
+  EXPECT_TRUE(all.empty()) << format_all(all);
+  all = errors_of(dir, minimal_spec(), {"job.dependency=singleton"});
+  EXPECT_TRUE(all.empty()) << format_all(all);
+  all = errors_of(dir, minimal_spec(), {"job.dependency=afterok"});
+  EXPECT_ERROR_AT(all, "job.dependency", 0, 0, "\"afterok\" is not a Slurm dependency");
+  all = errors_of(dir, minimal_spec(), {"job.dependency=afterok:12,afterany:3?afterok:4"});
+  EXPECT_ERROR_AT(all, "job.dependency", 0, 0, "mixes ','");
+  all = errors_of(dir, minimal_spec(), {"job.dependency=after:abc"});
+  EXPECT_ERROR_AT(all, "job.dependency", 0, 0, "\"after:abc\" is not a Slurm dependency");
+  all = errors_of(dir, minimal_spec(), {"job.dependency=afterok:1;id"});
+  EXPECT_NE(find(all, "job.dependency"), nullptr) << format_all(all);
+  all = errors_of(dir, minimal_spec(), {"job.mail_type=[\"END\", \"DONE\"]"});
+  EXPECT_ERROR_AT(all, "job.mail_type", 0, 0, "\"DONE\" is not a Slurm mail type");
+  all = errors_of(dir, minimal_spec(), {"job.mail_user=a b@c"});
+  EXPECT_NE(find(all, "job.mail_user"), nullptr) << format_all(all);
+  all = errors_of(dir, minimal_spec(), {"job.nodelist=node[1-2] ;x"});
+  EXPECT_NE(find(all, "job.nodelist"), nullptr) << format_all(all);
+  all = errors_of(dir, minimal_spec(), {"job.begin=$(date)"});
+  EXPECT_NE(find(all, "job.begin"), nullptr) << format_all(all);
+  all = errors_of(dir, minimal_spec(),
+                  {"job.extra_sbatch=[\"--reservation=maint\", \"--dependency=singleton\"]"});
+  ASSERT_EQ(all.size(), 2u) << format_all(all);
+  EXPECT_EQ(all[0].hint, "use job.reservation instead") << all[0].format();
+  EXPECT_EQ(all[1].hint, "use job.dependency instead") << all[1].format();
+}
+
 TEST(SpecErrors, CrossFieldChecks) {
   TempDir dir;
   auto all = errors_of(dir, minimal_spec(), {"job.gpus_per_node=4", "job.tasks_per_node=2"});

@@ -69,6 +69,13 @@ expect 1 "no submitted job" "$hpctrain" cancel runs/meta
 echo '{"job_id":"4711","submitted_at":"2026-11-22T02:48:07Z","array_tasks":0}' > runs/meta/submissions.jsonl
 expect 1 "holds a different spec" "$hpctrain" submit --dry-run --set job.worker=/bin/true --set train.epochs=3 meta.toml
 expect 0 "replaced" "$hpctrain" submit --dry-run --force --set job.worker=/bin/true --set train.epochs=3 meta.toml
+# sbatch's -d/--dependency and --begin on submit are the spec keys job.dependency and job.begin.
+expect 0 "dry run" "$hpctrain" submit --dry-run --force --set job.worker=/bin/true --set train.epochs=3 \
+  -d afterok:4711 --begin now+1hour meta.toml
+grep -q '^#SBATCH --dependency=afterok:4711$' runs/meta/job.sbatch || check_failed "-d not rendered"
+grep -q '^#SBATCH --begin=now+1hour$' runs/meta/job.sbatch || check_failed "--begin not rendered"
+grep -q '^dependency = "afterok:4711"$' runs/meta/spec.toml || check_failed "-d not frozen as job.dependency"
+expect 2 "job.dependency" "$hpctrain" submit --dry-run --force --set job.worker=/bin/true -d 'afterok:x' meta.toml
 
 # Every example spec passes check (paths are a cluster's, not this machine's).
 for spec in "$source_dir"/configs/*.toml; do

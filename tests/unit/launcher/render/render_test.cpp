@@ -100,6 +100,33 @@ TEST(Render, SbatchOptionsAsASet) {
   EXPECT_LT(last_sbatch, first_command);
 }
 
+// Slurm's everyday options are spec keys, each one #SBATCH line as sbatch spells it.
+TEST(Render, SlurmEverydayOptions) {
+  const auto r = load_config(
+      "smoke-cpu.toml",
+      {"job.reservation=maint", "job.nodelist=node[01-02]", "job.exclude=node07,gpu[1-2]",
+       "job.begin=now+1hour", "job.dependency=afterok:123:124?afterany:99_3",
+       "job.mail_type=[\"END\", \"FAIL\"]", "job.mail_user=me@example.org"});
+  const auto options = sbatch_options(r.spec);
+  const std::set<std::string> got(options.begin(), options.end());
+  for (const char* want :
+       {"--reservation=maint", "--nodelist=node[01-02]", "--exclude=node07,gpu[1-2]",
+        "--begin=now+1hour", "--dependency=afterok:123:124?afterany:99_3", "--mail-type=END,FAIL",
+        "--mail-user=me@example.org"}) {
+    EXPECT_TRUE(got.count(want)) << want;
+  }
+  const std::string script = sbatch_script(r.spec);
+  EXPECT_NE(script.find("#SBATCH --dependency=afterok:123:124?afterany:99_3\n"), std::string::npos);
+  // None by default.
+  const auto plain = sbatch_options(load_config("smoke-cpu.toml").spec);
+  for (const auto& o : plain) {
+    for (const char* key : {"--reservation", "--nodelist", "--exclude", "--begin", "--dependency",
+                            "--mail-type", "--mail-user"}) {
+      EXPECT_NE(o.rfind(key, 0), 0u) << o;
+    }
+  }
+}
+
 TEST(Render, PreemptionOffMeansNoRequeueAndNoSignal) {
   const auto r = load_config("smoke-cpu.toml", {"preemption.enabled=false"});
   const auto options = sbatch_options(r.spec);
