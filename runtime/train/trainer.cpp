@@ -148,6 +148,10 @@ class Trainer {
     }
     const auto t0 = Clock::now();
     window_start_ = t0;
+    result.first_step = first_step_;
+    result.resumed = resumed_.has_value();
+    // The epochs the run had begun before this attempt (a position mid-epoch has begun its epoch).
+    result.epochs = start_epoch_ + (start_consumed_ > 0 ? 1 : 0);
     for (int64_t epoch = start_epoch_; epoch < spec_.train.epochs && step_ < plan_.total_steps;
          ++epoch) {
       train_epoch(epoch, epoch == start_epoch_ ? start_consumed_ : 0);
@@ -164,7 +168,9 @@ class Trainer {
     result.steps = step_;
     result.train_seconds = seconds_since(t0) - eval_seconds_;  // training alone
     result.images_per_s =
-        static_cast<double>((step_ - first_step_) * plan_.global_batch) / result.train_seconds;
+        step_ > first_step_
+            ? static_cast<double>((step_ - first_step_) * plan_.global_batch) / result.train_seconds
+            : 0;
     if (stop_) {
       checkpointer_->drain();
       result.stopped = true;
@@ -256,26 +262,42 @@ class Trainer {
                   << std::endl;
   }
 
-  // Rank 0: the final line (evaluation, steps, throughput, memory, local SGD, weights).
+  // Rank 0: the final line (evaluation, steps, throughput, memory, local SGD, weights). A run
+  // trained in one attempt says "702 steps, 3 epochs in ..."; a resumed attempt says what it ran
+  // itself ("this attempt: steps 406-702 (297) in ...") and then the run's totals ("the run: 702
+  // steps, 3 epochs"): the time and rate are always this attempt's.
   void log_final(const TrainResult& r) {
     if (comm_.rank() != 0 || !options_.out) return;
     std::ostringstream line;
-    line << rt::rank_prefix() << "final: ";
+    line << rt::rank_prefix() << "final: " << std::fixed;
     if (r.eval) {
-      line << std::fixed << std::setprecision(2) << "test top-1 " << 100 * r.eval->top1
-           << "% top-5 " << 100 * r.eval->top5 << "% loss " << std::setprecision(4) << r.eval->loss
-           << " (" << r.eval->samples << " images); ";
+      line << std::setprecision(2) << "test top-1 " << 100 * r.eval->top1 << "% top-5 "
+           << 100 * r.eval->top5 << "% loss " << std::setprecision(4) << r.eval->loss << " ("
+           << r.eval->samples << " images); ";
     }
-    line << std::fixed << std::setprecision(1) << step_ << " steps, " << r.epochs << " epochs in "
-         << r.train_seconds << " s, " << std::setprecision(0) << r.images_per_s
-         << " images/s (training alone), peak RSS " << r.peak_rss_mib << " MiB per rank (max)";
+    const bool resumed = r.resumed;
+    if (!resumed) {
+      line << r.steps << " steps, " << r.epochs << " epochs";
+    } else if (r.steps > r.first_step) {
+      line << "this attempt: steps " << r.first_step + 1 << "-" << r.steps << " ("
+           << r.steps - r.first_step << ")";
+    } else {
+      line << "this attempt: no steps left to take (resumed at step " << r.first_step << ")";
+    }
+    if (r.steps > r.first_step) {
+      line << " in " << std::setprecision(1) << r.train_seconds << " s, " << std::setprecision(0)
+           << r.images_per_s << " images/s (training alone)";
+    }
+    line << std::setprecision(0) << ", peak RSS " << r.peak_rss_mib << " MiB per rank (max)";
     if (local_sgd_) {
-      line << "; local SGD: " << local_sgd_->synchronizations() << " averagings of "
+      const int64_t n = local_sgd_->synchronizations();
+      line << "; local SGD" << (resumed ? " (this attempt)" : "") << ": " << n << " averagings of "
            << std::setprecision(1)
-           << static_cast<double>(local_sgd_->bytes_averaged()) /
-                  std::max<int64_t>(1, local_sgd_->synchronizations()) / (1024.0 * 1024.0)
+           << static_cast<double>(local_sgd_->bytes_averaged()) / std::max<int64_t>(1, n) /
+                  (1024.0 * 1024.0)
            << " MiB";
     }
+    if (resumed) line << "; the run: " << r.steps << " steps, " << r.epochs << " epochs";
     if (!r.weights.empty()) line << "; weights " << r.weights.string();
     *options_.out << line.str() << std::endl;
   }
@@ -491,7 +513,9 @@ class Trainer {
     comm_.all_reduce(gathered);
     const at::Tensor host = gathered.cpu();
     const double* all = host.data_ptr<double>();
+    // The window: this attempt's steps since its last log line (or since it started).
     const int64_t steps = window_steps_;
+    const int64_t window_first = step_ - steps + 1;
     const double mean_loss = all[0] / static_cast<double>(steps * world);
     const double seconds = seconds_since(window_start_);
     const double images_per_s = static_cast<double>(steps * plan_.global_batch) / seconds;
@@ -511,6 +535,8 @@ class Trainer {
                        {"loss", mean_loss},
                        {"lr", lr},
                        {"images_per_s", images_per_s},
+                       {"window_first_step", window_first},
+                       {"window_seconds", seconds},
                        {"loss_scale", scale},
                        {"wall_time", wall_time}});
     }
@@ -524,11 +550,12 @@ class Trainer {
     if (options_.out) {
       char line[256];
       std::snprintf(line, sizeof line,
-                    "epoch %lld/%lld step %lld/%lld loss %.4f lr %.5f images/s %.0f scale %g "
-                    "eta %s",
+                    "epoch %lld/%lld step %lld/%lld loss %.4f lr %.5f images/s %.0f (steps "
+                    "%lld-%lld) scale %g eta %s",
                     static_cast<long long>(epoch + 1), static_cast<long long>(spec_.train.epochs),
                     static_cast<long long>(step_), static_cast<long long>(plan_.total_steps),
-                    mean_loss, lr, images_per_s, scale, duration_text(eta).c_str());
+                    mean_loss, lr, images_per_s, static_cast<long long>(window_first),
+                    static_cast<long long>(step_), scale, duration_text(eta).c_str());
       *options_.out << rt::rank_prefix() << line << std::endl;
     }
   }

@@ -62,12 +62,16 @@ struct TrainOptions {
 };
 
 struct TrainResult {
-  bool stopped = false;            // a stop signal or the time limit: checkpointed, requeue me
-  bool already_finished = false;   // a restart of a finished run: nothing was done
-  int64_t steps = 0;               // optimizer steps taken (skipped fp16 steps included)
-  int64_t epochs = 0;              // epochs begun
-  double train_seconds = 0;        // the loop without its evaluations
-  double images_per_s = 0;         // all ranks together, over train_seconds
+  bool stopped = false;           // a stop signal or the time limit: checkpointed, requeue me
+  bool already_finished = false;  // a restart of a finished run: nothing was done
+  // The run's step counter at the end and when this attempt (this process) started: the attempt
+  // took steps first_step + 1 .. steps (skipped fp16 steps included).
+  int64_t steps = 0;
+  int64_t first_step = 0;
+  bool resumed = false;            // this attempt continued from a checkpoint
+  int64_t epochs = 0;              // epochs the run has begun, this attempt's and earlier ones
+  double train_seconds = 0;        // this attempt's training loop without its evaluations
+  double images_per_s = 0;         // this attempt's steps, all ranks together, over train_seconds
   std::optional<EvalResult> eval;  // the final evaluation, when there is a validation set
   std::filesystem::path weights;   // model.pt (rank 0), when written
   uint64_t fingerprint = 0;        // weights_fingerprint() of the final model, equal on all ranks

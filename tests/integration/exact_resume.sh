@@ -21,6 +21,10 @@ if [[ ${HPCTRAIN_GPU_PATH_ON_CPU:-} == 1 ]]; then
     || fail "HPCTRAIN_GPU_PATH_ON_CPU=1 but the run did not take the device path"
 fi
 [[ -n $want ]] || fail "no fingerprint"
+# A run trained in one attempt: the short form, its steps, epochs, time and rate.
+grep -qE '\] final: ([^;]*images\); )?64 steps, 2 epochs in [0-9.]+ s, [0-9]+ images/s ' \
+  "$work/straight.log.rank0" || fail "uninterrupted final line: $(grep 'final:' "$work/straight.log.rank0")"
+grep -q 'this attempt' "$work/straight.log.rank0" && fail "an uninterrupted run spoke of an attempt"
 
 spec stopped
 sed -i "s|run_dir = .*|run_dir = \"$work/stopped\"|" "$work/stopped.toml"
@@ -35,6 +39,17 @@ finish; [[ $statuses == "0 0" ]] || fail "resumed run"
 grep -q "resuming from checkpoint step $stopped_at " "$work/stopped.log.rank0" || fail "did not resume at $stopped_at"
 got=$(fingerprint "$work/stopped.log")
 echo "signalled at step $signal_step, stopped at step $stopped_at of 64; fingerprints: uninterrupted $want, resumed $got"
+# The resumed attempt's figures are its own: its first and last step, its count, its time and
+# rate, then the run's totals, labelled; its first log window starts where it resumed.
+first=$((stopped_at + 1))
+final=$(grep 'final:' "$work/stopped.log.rank0")
+grep -qE "this attempt: steps $first-64 \($((64 - stopped_at))\) in [0-9.]+ s, [0-9]+ images/s .*; the run: 64 steps, 2 epochs" <<<"$final" \
+  || fail "the resumed attempt's final line: $final"
+window=$(sed -n '/resuming from checkpoint/,$p' "$work/stopped.log.rank0" | grep -m 1 -oE 'images/s [0-9]+ \(steps [0-9]+-[0-9]+\)')
+[[ $window =~ \(steps\ $first- ]] || fail "the resumed attempt's first log window: '$window'"
+jq -e -s --argjson f "$first" '(map(.kind) | rindex("started")) as $i | .[$i:]
+    | map(select(.kind == "train"))[0] | .window_first_step == $f and .window_seconds > 0' \
+  "$work/stopped/metrics.jsonl" > /dev/null || fail "metrics.jsonl: the resumed attempt's first window"
 [[ $got == "$want" ]] || fail "resumed weights differ from the uninterrupted run's"
 
 # 2. 4 ranks stopped, resumed on 2: every sample of the interrupted epoch once.

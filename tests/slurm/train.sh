@@ -63,7 +63,7 @@ log=$run/logs/slurm-$id.out
 err=$run/logs/slurm-$id.err
 
 # Progress lines: rank 0 only, one per log interval, every field present.
-progress=$(grep -E '^\[rank 0/2 [^]]+\] epoch 1/1 step [0-9]+/'"$steps"' loss [0-9.]+ lr [0-9.]+ images/s [0-9]+ scale 1 eta [0-9hms]+$' "$log")
+progress=$(grep -E '^\[rank 0/2 [^]]+\] epoch 1/1 step [0-9]+/'"$steps"' loss [0-9.]+ lr [0-9.]+ images/s [0-9]+ \(steps [0-9]+-[0-9]+\) scale 1 eta [0-9hms]+$' "$log")
 [[ $(wc -l <<<"$progress") == $((steps / 5)) ]] || fail "progress lines: $(grep epoch "$log")"
 grep -q '^\[rank 1/2' "$log" && fail "rank 1 printed progress"
 grep -Eq '^\[rank 0/2 [^]]+\] final: test top-1 [0-9.]+% top-5 [0-9.]+% loss [0-9.]+ \(10000 images\); '"$steps"' steps' "$log" \
@@ -73,7 +73,7 @@ grep -Eq '^\[rank 0/2 [^]]+\] final: test top-1 [0-9.]+% top-5 [0-9.]+% loss [0-
 metrics=$run/metrics.jsonl
 jq -e . "$metrics" > /dev/null || fail "metrics.jsonl is not JSON lines"
 [[ $(jq -s 'map(select(.kind == "train")) | length' "$metrics") == $((steps / 5)) ]] || fail "train lines"
-jq -e -s 'map(select(.kind == "train")) | all(has("step", "epoch", "loss", "lr", "images_per_s", "loss_scale", "wall_time"))' "$metrics" > /dev/null \
+jq -e -s 'map(select(.kind == "train")) | all(has("step", "epoch", "loss", "lr", "images_per_s", "window_first_step", "window_seconds", "loss_scale", "wall_time"))' "$metrics" > /dev/null \
   || fail "train fields: $(head -n 1 "$metrics")"
 jq -e -s 'map(select(.kind == "eval")) | length == 1 and (.[0] | has("top1", "top5", "loss", "step", "epoch", "wall_time") and .samples == 10000)' "$metrics" > /dev/null \
   || fail "eval line: $(grep eval "$metrics")"
