@@ -51,7 +51,8 @@ void add_list(CLI::App& app) {
       return;
     }
     if (!slurm_error.empty()) {
-      std::cerr << "hpctrain: list: Slurm state unknown: " << slurm_error << '\n';
+      std::cerr << "hpctrain: list: Slurm was not reachable (" << slurm_error
+                << "); states from the runs' ledgers where they ended, else unknown\n";
     }
     for (const auto& r : out["runs"]) {
       if (r.contains("spec_error")) {

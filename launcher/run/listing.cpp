@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "common/run_layout.hpp"
 
@@ -166,6 +167,14 @@ std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
   return rows;
 }
 
+// Whether the ledger's last word ends the run: no later attempt can follow it, so it is the
+// run's state whatever Slurm says or cannot say.
+bool final_reason(const nlohmann::json& reason) {
+  static const std::set<std::string> kFinal = {"completed",   "failed",       "restart_limit",
+                                               "no_progress", "setup_failed", "terminated"};
+  return reason.is_string() && kFinal.count(reason.get<std::string>()) > 0;
+}
+
 nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& entries,
                          const std::vector<slurm::JobState>& states,
                          const std::string& slurm_error) {
@@ -180,7 +189,10 @@ nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& ent
     if (!e.submitted) {
       state = "unsubmitted";
     } else if (!slurm_error.empty()) {
-      state = "unknown";
+      // Slurm did not answer: a run whose ledger says it ended is known all the same.
+      state = final_reason(r["last_reason"]) ? "ledger:" + r["last_reason"].get<std::string>()
+                                             : "unknown";
+      if (final_reason(r["last_reason"])) r["state_source"] = "ledger";
     } else if (auto it = by_id.find(e.job_id); it != by_id.end()) {
       state = it->second->state;
       r["state_source"] = it->second->source;

@@ -103,6 +103,16 @@ std::string number(const nlohmann::json& m, const char* key, int digits, double 
   return buf;
 }
 
+// Which steps a train record's images/s covers: its log window, as the worker's line says
+// (docs/runtime.md); the worker's final line gives the attempt's average.
+std::string window_text(const nlohmann::json& m) {
+  if (m.contains("window_first_step") && m["window_first_step"].is_number() && m.contains("step") &&
+      m["step"].is_number()) {
+    return " (steps " + number(m, "window_first_step", 0, 1) + "-" + number(m, "step", 0, 1) + ")";
+  }
+  return " (the last log window)";
+}
+
 // "loss 2.304 -> 0.412 over steps 20..700  ▇▆▅▄▃▃▂▂▁▁": the sparkline is relative (lowest bucket
 // to highest); "!" marks a bucket whose losses were all NaN or infinite.
 std::string trend_text(const nlohmann::json& t) {
@@ -245,8 +255,8 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
     const auto& m = d["last_train"];
     out << indent << "train:      step " << number(m, "step", 0, 1) << ", epoch "
         << number(m, "epoch", 0, 1) << ", loss " << number(m, "loss", 4, 1) << ", lr "
-        << number(m, "lr", -5, 1) << ", " << number(m, "images_per_s", 0, 1)
-        << " images/s, loss scale " << number(m, "loss_scale", -6, 1) << '\n';
+        << number(m, "lr", -5, 1) << ", " << number(m, "images_per_s", 0, 1) << " images/s"
+        << window_text(m) << ", loss scale " << number(m, "loss_scale", -6, 1) << '\n';
   }
   if (d.contains("loss_trend"))
     out << indent << "trend:      " << trend_text(d["loss_trend"]) << '\n';

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -322,12 +323,14 @@ TEST(ListRows, StateFromSlurmTheLedgerOrNeither) {
   EXPECT_EQ(runs[3]["state"], "unknown");  // no Slurm state, no ledger
   EXPECT_TRUE(runs[3]["state_source"].is_null());
   EXPECT_EQ(runs[4]["state"], "PENDING");
-  // A failed query: every submitted run's state is unknown, and the error is kept.
+  // A failed query: the error is kept; a run whose ledger says it ended keeps that state, the
+  // others' are unknown.
   const auto failed = list_rows(f.root.path(), entries, {}, "squeue: timed out");
   EXPECT_EQ(failed["slurm_error"], "squeue: timed out");
   EXPECT_EQ(failed["runs"][0]["state"], "unknown");
   EXPECT_EQ(failed["runs"][1]["state"], "unsubmitted");
-  EXPECT_EQ(failed["runs"][2]["state"], "unknown");
+  EXPECT_EQ(failed["runs"][2]["state"], "ledger:completed");
+  EXPECT_EQ(failed["runs"][2]["state_source"], "ledger");
 }
 
 TEST(ListRows, TheTable) {
@@ -390,7 +393,9 @@ TEST(StatusReport, AsPrinted) {
                 "slurm:      11 PENDING (Priority) [squeue]\n"
                 "attempts:   0 (0 restarts)\n"
                 "checkpoint: none committed\n"
-                "train:      step 300, epoch 1, loss 2.0000, lr ?, ? images/s, loss scale ?\n"
+                "train:      step 300, epoch 1, loss 2.0000, lr ?, ? images/s (the last log "
+                "window), loss "
+                "scale ?\n"
                 "trend:      loss 2 at step 300  \u2584\n"
                 "eval:       step 300, epoch 1, top-1 75.00%, top-5 ?%, loss ? (? images)\n");
   std::ostringstream fresh;
@@ -403,6 +408,15 @@ TEST(StatusReport, AsPrinted) {
                              "task 0:\n  attempts:   0 (0 restarts)\n"),
             std::string::npos)
       << sweep.str();
+  // A record that names its window (the worker's window_first_step): status names the same
+  // steps as the log line.
+  std::ofstream(dir / "metrics.jsonl", std::ios::app)
+      << "{\"kind\":\"train\",\"step\":500,\"epoch\":2,\"images_per_s\":742.4,"
+         "\"window_first_step\":406,\"window_seconds\":12.5}\n";
+  std::ostringstream windowed;
+  print_status(windowed, status_report(dir, last_submission(dir), {}, ""));
+  EXPECT_NE(windowed.str().find(", 742 images/s (steps 406-500), "), std::string::npos)
+      << windowed.str();
   std::ostringstream purged;
   print_status(purged, status_report(dir, last_submission(dir), {}, ""));
   EXPECT_NE(purged.str().find("slurm:      unknown to squeue and sacct (finished and purged, or "
