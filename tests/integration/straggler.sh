@@ -6,8 +6,11 @@
 #          the slowest rank of every window after the first, its p50 at least 50 ms above the
 #          others', and the log names it ("straggler: rank 2 (host) ..."), as does the window's
 #          record ("behind_rank": 2, what `hpctrain report` counts) and `hpctrain status`
-#   even   no rank slowed: no rank is named in most windows (3 ranks on a busy machine are not
-#          perfectly even, so a stray window is allowed), and the records' verdicts are the log's
+#   even   no rank slowed: every window's verdict is the rule's (1.5 times the median and 5 ms
+#          more) on that window's own figures, and the log names a straggler exactly where a
+#          record does. How many windows name one is not asserted: 3 ranks on a loaded 2-core
+#          machine really are uneven (with a build beside it, 2 of 5 windows had a rank 1.5 times
+#          the median), and the rule itself is straggler_tests' (RankSpread.*).
 #   straggler.sh WORKER PYTHON
 source "$(dirname "$0")/resume_lib.sh" "$1"
 python=$2
@@ -59,5 +62,18 @@ named=$(grep -c 'straggler:' "$work/even.log.rank0")
 behind=$(grep -c '"behind_rank"' "$work/even/metrics.jsonl")
 echo "even: a straggler named in $named of $windows windows, $behind records say one was behind"
 (( behind == named )) || fail "even: $named lines name a straggler, $behind records"
-(( windows >= 5 && named * 4 <= windows )) || fail "even: $named of $windows windows name a straggler"
+(( windows >= 5 )) || fail "even: $windows windows of per-rank step times"
+"$python" - "$work/even/metrics.jsonl" <<'PY' || fail "even: a verdict is not the rule's on its window's figures"
+import json, sys
+for w in (r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "ranks"):
+    p50 = w["busy_p50_s"]
+    median, slowest = sorted(p50)[len(p50) // 2], max(p50)
+    margin = min(abs(slowest - 1.5 * median), abs(slowest - median - 0.005))
+    if margin < 1e-4:
+        continue  # on the line, within the figures' rounding
+    behind = median > 0 and slowest > 1.5 * median and slowest - median > 0.005
+    assert ("behind_rank" in w) == behind, f"step {w['step']}: {p50}: record {w.get('behind_rank')}"
+    if behind:
+        assert w["behind_rank"] == p50.index(slowest), w
+PY
 echo "straggler report: all cases passed"
