@@ -12,6 +12,9 @@
 #   HPCTRAIN_SANITIZE=0  skip the sanitizer pass
 #   HPCTRAIN_JPEG8=0     skip the libjpeg 8 API build (build-jpeg8)
 set -euo pipefail
+# A shell that sourced scripts/env.sh names the local cluster's profile for every hpctrain command;
+# the tests choose their own.
+unset HPCTRAIN_PROFILE
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=$(nproc)

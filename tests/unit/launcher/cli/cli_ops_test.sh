@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # status's loss trend and node losses, list and logs on fixture run directories (no Slurm:
-# SLURM_CONF names a missing file, so every state is unknown and the commands must still work).
+# SLURM_CONF names a missing file, so Slurm's states are unknown, a run's ledger tells whether it
+# ended, and the commands must still work).
 #   cli_ops_test.sh HPCTRAIN
 set -uo pipefail
 hpctrain=$1
@@ -99,12 +100,13 @@ printf '[job]\nname = "d"\nrun_dir = "%s"\n[data]\nsynthetic = true\n[train]\nma
   > "$d/spec.toml" && echo '#!/bin/bash' > "$d/job.sbatch"
 expect 1 "never submitted" "$hpctrain" logs "$d"
 
-# list: every run under ROOT (names relative to it), Slurm unreachable: said once, exit 0.
+# list: every run under ROOT (names relative to it), Slurm unreachable: said once, exit 0; the run
+# whose ledger ends completed shows that, the others unknown.
 out=$("$hpctrain" list "$tmp/root" 2> "$tmp/list.err") || check_failed "list failed: $(cat "$tmp/list.err")"
-[[ $(grep -c "no Slurm controller was reachable" "$tmp/list.err") == 1 ]] || check_failed "list stderr: $(cat "$tmp/list.err")"
+[[ $(grep -c "Slurm was not reachable (.*no Slurm controller was reachable" "$tmp/list.err") == 1 ]] || check_failed "list stderr: $(cat "$tmp/list.err")"
 expected="RUN             STATE             STEP                TOP-1    RESTARTS  CHECKPOINT
 drafted         unsubmitted       -/900               -        0         none
-group/resumed   unknown           220 (epoch 2/3)     81.25%   1         step 200, 3h ago
+group/resumed   ledger:completed  220 (epoch 2/3)     81.25%   1         step 200, 3h ago
 sweep/task-000  unknown           -                   -        0         none
 sweep/task-001  unknown           7 (epoch 1/3)       -        0         none"
 [[ $out == "$expected" ]] || check_failed "list output:
@@ -113,7 +115,7 @@ expected:
 $expected"
 json=$("$hpctrain" list --json "$tmp/root" 2>/dev/null) || check_failed "list --json"
 [[ $(jq -r '[.runs[] | "\(.name):\(.job_id):\(.state)"] | join(" ")' <<< "$json") == \
-   "drafted:null:unsubmitted group/resumed:4711:unknown sweep/task-000:5000_0:unknown sweep/task-001:5000_1:unknown" ]] ||
+   "drafted:null:unsubmitted group/resumed:4711:ledger:completed sweep/task-000:5000_0:unknown sweep/task-001:5000_1:unknown" ]] ||
   check_failed "list --json: $json"
 [[ $(jq -r '.slurm_error' <<< "$json") == *"no Slurm controller was reachable"* ]] || check_failed "list --json slurm_error"
 # ROOT may be a run itself; a missing ROOT is an error naming it; the default is the current dir.
