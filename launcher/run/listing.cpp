@@ -190,9 +190,9 @@ nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& ent
       state = "unsubmitted";
     } else if (!slurm_error.empty()) {
       // Slurm did not answer: a run whose ledger says it ended is known all the same.
-      state = final_reason(r["last_reason"]) ? "ledger:" + r["last_reason"].get<std::string>()
-                                             : "unknown";
-      if (final_reason(r["last_reason"])) r["state_source"] = "ledger";
+      const bool ended = final_reason(r["last_reason"]);
+      state = ended ? "ledger:" + r["last_reason"].get<std::string>() : "unknown";
+      if (ended) r["state_source"] = "ledger";
     } else if (auto it = by_id.find(e.job_id); it != by_id.end()) {
       state = it->second->state;
       r["state_source"] = it->second->source;
