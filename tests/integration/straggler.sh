@@ -2,9 +2,11 @@
 # The straggler report (docs/resilience.md "Stragglers") on 3 real worker processes: every log
 # window, rank 0 writes each rank's busy time per step (its own work before it first waits for
 # its peers: p50 and p95) to metrics.jsonl, and names the slowest rank when it is clearly behind.
-#   slow   rank 2 sleeps 100 ms in every data wait (HPCTRAIN_TEST_STALL=2:every:data:0.1): it is
-#          the slowest rank of every window after the first, its p50 at least 50 ms above the
-#          others', and the log names it ("straggler: rank 2 (host) ..."), as does the window's
+#   slow   rank 2 sleeps 250 ms in every data wait (HPCTRAIN_TEST_STALL=2:every:data:0.25): it
+#          is the slowest rank of every window after the first, its p50 at least 125 ms above the
+#          others' (a 100 ms stall left too little room: under CI's load the others' p50 swelled to
+#          91 ms in the last one-step window, right after a checkpoint, and rank 2's 138 ms was
+#          47 ms above it), and the log names it ("straggler: rank 2 (host) ..."), as does the window's
 #          record ("behind_rank": 2, what `hpctrain report` counts) and `hpctrain status`
 #   even   no rank slowed: every window's verdict is the rule's (1.5 times the median and 5 ms
 #          more) on that window's own figures, and the log names a straggler exactly where a
@@ -22,7 +24,7 @@ straggler_spec() {  # straggler_spec NAME
 }
 
 straggler_spec slow
-HPCTRAIN_TEST_STALL="2:every:data:0.1" launch slow 3 "$work/slow.log"
+HPCTRAIN_TEST_STALL="2:every:data:0.25" launch slow 3 "$work/slow.log"
 finish
 [[ $statuses == "0 0 0" ]] || fail "slow: exited '$statuses'"
 "$python" - "$work/slow/metrics.jsonl" <<'PY' || fail "slow: rank 2 is not reported as the straggler"
@@ -33,15 +35,15 @@ for w in windows[1:]:
     p50 = w["busy_p50_s"]
     assert len(p50) == 3 and len(w["busy_p95_s"]) == 3, w
     assert w["slowest_rank"] == 2, f"step {w['step']}: slowest {w['slowest_rank']}: {p50}"
-    # Half the planted 100 ms at least: the others' own times swell on a busy machine.
-    assert p50[2] - max(p50[0], p50[1]) >= 0.05, f"step {w['step']}: {p50}"
+    # Half the planted 250 ms at least: the others' own times swell on a busy machine.
+    assert p50[2] - max(p50[0], p50[1]) >= 0.125, f"step {w['step']}: {p50}"
     assert w.get("behind_rank") == 2, f"step {w['step']}: no verdict on rank 2: {w}"
     assert all(a <= b for a, b in zip(p50, w["busy_p95_s"])), w
 last = windows[-1]
 print(f"slow: {len(windows)} windows; the last (step {last['step']}): busy p50 "
       + ", ".join(f"rank {r} {t * 1000:.1f} ms" for r, t in enumerate(last["busy_p50_s"])))
 PY
-grep -qE 'straggler: rank 2 \(.+\) busy 0\.1[0-9][0-9] s a step' "$work/slow.log.rank0" \
+grep -qE 'straggler: rank 2 \(.+\) busy [0-9]\.[0-9]{3} s a step' "$work/slow.log.rank0" \
   || fail "slow: the log does not name rank 2"
 grep -m1 -oE 'straggler: .*' "$work/slow.log.rank0"
 # hpctrain status names it too (the run directory as a submit leaves it: with its spec).
@@ -49,7 +51,7 @@ hpctrain=$(dirname "$1")/hpctrain
 if [[ -x $hpctrain ]]; then
   cp "$work/slow.toml" "$work/slow/spec.toml"
   line=$("$hpctrain" status "$work/slow" | grep '^ranks:') || fail "slow: hpctrain status has no ranks line"
-  [[ $line =~ slowest\ rank\ 2\ \(.+\),\ busy\ 1[0-9][0-9]\.[0-9]\ ms ]] || fail "slow: status says '$line'"
+  [[ $line =~ slowest\ rank\ 2\ \(.+\),\ busy\ [0-9]+\.[0-9]\ ms ]] || fail "slow: status says '$line'"
   echo "status: $line"
 fi
 
