@@ -2,7 +2,8 @@
 // of the run's latest submission, which Slurm appends to across requeues. Attempt N is the one
 // whose batch script printed "attempt N" (SLURM_RESTART_COUNT N-1, the ledger line with restart
 // N-1), as `status` counts restarts; --follow stops once the job is in a terminal Slurm state and
-// the file has stopped growing.
+// the file has stopped growing. --rank R shows the rank's lines of the .out and of the .err (where
+// every rank but 0 writes most of its lines), and exits 1 naming both when there are none.
 #include <signal.h>
 
 #include <chrono>
@@ -55,7 +56,10 @@ void add_logs(CLI::App& app) {
   cmd->add_flag("-f,--follow", args->follow,
                 "Keep printing as the log grows, through requeues, until the job has ended in "
                 "Slurm and the file has stopped growing (or Ctrl-C)");
-  cmd->add_option("--rank", args->rank, "Only the lines of this worker rank ('[rank R/N host]')");
+  cmd->add_option("--rank", args->rank,
+                  "Only the lines of this worker rank ('[rank R/N host]'), from the .out file and "
+                  "then from the .err file (each in its order, not interleaved); exit status 1, "
+                  "naming the files, when the rank wrote no line to them");
   cmd->add_option("--attempt", args->attempt,
                   "Only attempt N (1 = the first; N-1 is SLURM_RESTART_COUNT, as in status)");
   cmd->add_option("--task", args->task, "The array task whose log to show (job arrays)");
@@ -68,7 +72,8 @@ void add_logs(CLI::App& app) {
     const auto target = run::resolve_log(args->run_dir, selection);
     if (!target.warning.empty()) std::cerr << "hpctrain: logs: " << target.warning << '\n';
     if (!args->follow) {
-      run::print_log(target, selection, std::cout);
+      const std::string note = run::print_log(target, selection, std::cout);
+      if (!note.empty()) std::cerr << "hpctrain: logs: " << note << '\n';
       return;
     }
     g_logs_interrupted = 0;

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
 
 #include "common/exit_codes.hpp"
 #include "common/run_layout.hpp"
@@ -49,21 +52,61 @@ std::string read_from(const fs::path& path, std::uintmax_t& offset) {
 }
 
 // Feeds `text` through the filter line by line and prints the kept lines; a last line without
-// its newline stays in `partial` unless `flush`.
-void emit_lines(std::string& partial, const std::string& text, LogFilter& filter, bool flush,
-                std::ostream& out) {
+// its newline stays in `partial` unless `flush`. Returns how many lines it kept.
+size_t emit_lines(std::string& partial, const std::string& text, LogFilter& filter, bool flush,
+                  std::ostream& out) {
+  size_t kept = 0;
   partial += text;
   size_t start = 0;
   for (size_t end; (end = partial.find('\n', start)) != std::string::npos; start = end + 1) {
     const std::string line = partial.substr(start, end - start);
-    if (filter.keep(line)) out << line << '\n';
+    if (filter.keep(line)) {
+      out << line << '\n';
+      ++kept;
+    }
   }
   partial.erase(0, start);
   if (flush && !partial.empty()) {
-    if (filter.keep(partial)) out << partial;
+    if (filter.keep(partial)) {
+      out << partial;
+      ++kept;
+    }
     partial.clear();
   }
   out.flush();
+  return kept;
+}
+
+// One log file read as it grows: what was read of it, its unfinished last line, its filter and
+// how many lines the filter kept.
+struct LogReader {
+  LogReader(fs::path file, LogFilter f) : path(std::move(file)), filter(f) {}
+
+  fs::path path;
+  LogFilter filter;
+  std::uintmax_t offset = 0;
+  std::string partial;
+  size_t kept = 0;
+
+  // Prints the kept lines of what was added since; returns whether the file grew.
+  bool poll(bool flush, std::ostream& out) {
+    const std::string chunk = read_from(path, offset);
+    kept += emit_lines(partial, chunk, filter, flush, out);
+    return !chunk.empty();
+  }
+};
+
+// "A or B" / "A": the files looked at for a rank.
+std::string files_looked_at(const LogTarget& t) {
+  return t.err_file.empty() ? t.file.string() : t.file.string() + " or " + t.err_file.string();
+}
+
+std::string no_rank_lines(const LogTarget& t, const LogSelection& sel) {
+  const std::string r = std::to_string(*sel.rank);
+  std::string what = "no line of rank " + r;
+  if (sel.attempt) what += " in attempt " + std::to_string(*sel.attempt);
+  return what + " in " + files_looked_at(t) + " (the worker starts its lines with '[rank " + r +
+         "/N host] ')";
 }
 
 void sleep_ms(int ms) {
@@ -157,6 +200,8 @@ LogTarget resolve_log(const fs::path& dir, const LogSelection& sel) {
     }
   }
   t.file = dir / layout::kLogs / layout::log_name(t.job_id, sel.stderr_file);
+  if (sel.rank && !sel.stderr_file)
+    t.err_file = dir / layout::kLogs / layout::log_name(t.job_id, true);
   if (sel.attempt && sel.stderr_file) {
     throw ExitWith(
         kExitBadInput,
@@ -166,7 +211,7 @@ LogTarget resolve_log(const fs::path& dir, const LogSelection& sel) {
   return t;
 }
 
-void print_log(const LogTarget& target, const LogSelection& sel, std::ostream& out) {
+std::string print_log(const LogTarget& target, const LogSelection& sel, std::ostream& out) {
   if (!fs::exists(target.file)) {
     throw ExitWith(kExitFailure, "hpctrain: no log yet: " + target.file.string() +
                                      " does not exist (has job " + target.job_id + " started?)");
@@ -188,81 +233,133 @@ void print_log(const LogTarget& target, const LogSelection& sel, std::ostream& o
   }
   LogFilter filter(sel.attempt, sel.rank);
   std::string partial;
-  emit_lines(partial, text, filter, /*flush=*/true, out);
+  size_t kept = emit_lines(partial, text, filter, /*flush=*/true, out);
+  if (!sel.rank) return "";
+  std::string note;
+  if (!target.err_file.empty()) {
+    // The .err's lines of the rank: shown after the .out's, or only counted with --attempt.
+    std::ostringstream unshown;
+    LogReader err(target.err_file, LogFilter(std::nullopt, sel.rank));
+    err.poll(/*flush=*/true, sel.attempt ? unshown : out);
+    if (!sel.attempt) {
+      kept += err.kept;
+    } else if (err.kept > 0) {
+      note = target.err_file.string() + " holds " + std::to_string(err.kept) +
+             (err.kept == 1 ? " more line" : " more lines") + " of rank " +
+             std::to_string(*sel.rank) + ", of attempts it does not mark; see them with --rank " +
+             std::to_string(*sel.rank) + " --stderr";
+    }
+  }
+  if (kept == 0) throw ExitWith(kExitFailure, "hpctrain: logs: " + no_rank_lines(target, sel));
+  return note;
 }
+
+namespace {
+
+// What follow_log learns from Slurm, asked every 2 s until the job has ended.
+class JobWatch {
+ public:
+  JobWatch(const LogTarget& target, slurm::SlurmClient& client) : t_(target), client_(client) {}
+
+  // Asks Slurm when it is time to; sets ended() and note(). Throws ExitWith (status 1) when
+  // Slurm has not answered for 5 minutes, after `before_throw`.
+  template <typename BeforeThrow>
+  void poll(std::chrono::steady_clock::time_point now, BeforeThrow before_throw) {
+    constexpr auto kSlurmEvery = std::chrono::seconds(2);
+    constexpr auto kUnknownFor = std::chrono::seconds(60);
+    constexpr auto kUnreachableFor = std::chrono::minutes(5);
+    if (!ended_.empty() || now < next_query_) return;
+    next_query_ = now + kSlurmEvery;
+    try {
+      const auto states = client_.query(t_.submitted_job_id);
+      unreachable_since_ = {};
+      const slurm::JobState* mine = nullptr;
+      for (const auto& s : states) {
+        if (s.job_id == t_.job_id) mine = &s;
+      }
+      if (!mine) {
+        if (unknown_since_ == Clock::time_point{}) unknown_since_ = now;
+        if (now - unknown_since_ >= kUnknownFor) {
+          note_ = "job " + t_.job_id + " is unknown to squeue and sacct; stopped following";
+          ended_ = "unknown";
+        }
+        return;
+      }
+      unknown_since_ = {};
+      // A state seen by two queries in a row: a preempted job, say, may be PREEMPTED for a
+      // moment before Slurm requeues it.
+      if (slurm::is_terminal_state(mine->state) && mine->state == last_state_) {
+        ended_ = mine->state;
+      }
+      last_state_ = mine->state;
+    } catch (const slurm::SlurmError& e) {
+      if (unreachable_since_ == Clock::time_point{}) unreachable_since_ = now;
+      if (now - unreachable_since_ >= kUnreachableFor) {
+        before_throw();
+        throw ExitWith(kExitFailure, std::string("hpctrain: logs --follow: ") + e.what());
+      }
+    }
+  }
+  bool ended() const { return !ended_.empty(); }
+  const std::string& note() const { return note_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  const LogTarget& t_;
+  slurm::SlurmClient& client_;
+  Clock::time_point next_query_{};
+  // Since when Slurm has not known the job / not answered; the epoch while it does.
+  Clock::time_point unknown_since_{}, unreachable_since_{};
+  std::string ended_;       // the terminal state, once seen twice
+  std::string last_state_;  // the state the previous query saw
+  std::string note_;
+};
+
+}  // namespace
 
 std::string follow_log(const LogTarget& target, const LogSelection& sel, slurm::SlurmClient& client,
                        double timeout_s, const volatile std::sig_atomic_t& interrupted,
                        std::ostream& out) {
   using Clock = std::chrono::steady_clock;
   constexpr auto kPoll = std::chrono::milliseconds(250);
-  constexpr auto kSlurmEvery = std::chrono::seconds(2);
   constexpr auto kQuiet = std::chrono::seconds(1);  // no growth after the end: done
-  constexpr auto kUnknownFor = std::chrono::seconds(60);
-  constexpr auto kUnreachableFor = std::chrono::minutes(5);
   const auto started = Clock::now();
-  LogFilter filter(sel.attempt, sel.rank);
-  std::string partial;
-  std::uintmax_t offset = 0;
+  // The .out, and with a rank (without --attempt: the .err has no markers) the .err.
+  std::vector<LogReader> readers;
+  readers.emplace_back(target.file, LogFilter(sel.attempt, sel.rank));
+  if (!target.err_file.empty() && !sel.attempt) {
+    readers.emplace_back(target.err_file, LogFilter(std::nullopt, sel.rank));
+  }
+  auto flush_all = [&] {
+    for (auto& r : readers) r.poll(/*flush=*/true, out);
+  };
+  JobWatch watch(target, client);
   auto last_growth = Clock::now();
-  auto next_query = Clock::now();
-  // Since when Slurm has not known the job / not answered; the epoch while it does.
-  Clock::time_point unknown_since{}, unreachable_since{};
-  std::string ended;       // the terminal state, once seen twice
-  std::string last_state;  // the state the previous query saw
   std::string stop_note;
   while (!interrupted) {
     const auto now = Clock::now();
-    const std::string chunk = read_from(target.file, offset);
-    if (!chunk.empty()) {
-      last_growth = now;
-      emit_lines(partial, chunk, filter, /*flush=*/false, out);
+    for (auto& r : readers) {
+      if (r.poll(/*flush=*/false, out)) last_growth = now;
     }
-    if (sel.attempt && filter.current_attempt() > *sel.attempt) break;  // it has ended
-    if (!ended.empty() && now - last_growth >= kQuiet) break;
+    if (sel.attempt && readers[0].filter.current_attempt() > *sel.attempt) break;  // it has ended
+    if (watch.ended() && now - last_growth >= kQuiet) break;
     if (timeout_s > 0 && now - started >= std::chrono::duration<double>(timeout_s)) {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeout_s);
       stop_note = std::string("stopped following after --timeout ") + seconds + " s";
       break;
     }
-    if (ended.empty() && now >= next_query) {
-      next_query = now + kSlurmEvery;
-      try {
-        const auto states = client.query(target.submitted_job_id);
-        unreachable_since = {};
-        const slurm::JobState* mine = nullptr;
-        for (const auto& s : states) {
-          if (s.job_id == target.job_id) mine = &s;
-        }
-        if (!mine) {
-          if (unknown_since == Clock::time_point{}) unknown_since = now;
-          if (now - unknown_since >= kUnknownFor) {
-            stop_note =
-                "job " + target.job_id + " is unknown to squeue and sacct; stopped following";
-            ended = "unknown";
-          }
-        } else {
-          unknown_since = {};
-          // A state seen by two queries in a row: a preempted job, say, may be PREEMPTED for a
-          // moment before Slurm requeues it.
-          if (slurm::is_terminal_state(mine->state) && mine->state == last_state) {
-            ended = mine->state;
-          }
-          last_state = mine->state;
-        }
-      } catch (const slurm::SlurmError& e) {
-        if (unreachable_since == Clock::time_point{}) unreachable_since = now;
-        if (now - unreachable_since >= kUnreachableFor) {
-          emit_lines(partial, "", filter, /*flush=*/true, out);
-          throw ExitWith(kExitFailure, std::string("hpctrain: logs --follow: ") + e.what());
-        }
-      }
-    }
+    watch.poll(now, flush_all);
     sleep_ms(static_cast<int>(kPoll.count()));
   }
-  emit_lines(partial, read_from(target.file, offset), filter, /*flush=*/true, out);
+  flush_all();
+  if (stop_note.empty()) stop_note = watch.note();
   if (interrupted) stop_note = "interrupted";
+  size_t kept = 0;
+  for (const auto& r : readers) kept += r.kept;
+  if (sel.rank && kept == 0) {
+    stop_note += (stop_note.empty() ? "" : "; ") + no_rank_lines(target, sel);
+  }
   return stop_note;
 }
 

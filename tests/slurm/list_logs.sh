@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # hpctrain list and hpctrain logs against the real cluster: a requeued job followed with
 # `logs --follow` from submission until it ends by itself (its output byte for byte the log file),
-# its attempts split with --attempt; `list` over nested runs, a job array and a dry run, with one
-# squeue call for all of them, and with no reachable controller.
+# its attempts split with --attempt, a rank's lines from the .out and the .err with --rank; `list`
+# over nested runs, a job array and a dry run, with one squeue call for all of them, and with no
+# reachable controller.
 source "$(dirname "$0")/lib.sh"
 
 # A requeued job, followed from before it starts (the log does not exist yet) to its end.
@@ -31,6 +32,14 @@ out=$("$HPCTRAIN" logs --attempt 3 "$run" 2>&1) && fail "--attempt 3 accepted"
 out=$("$HPCTRAIN" logs --rank 2 "$run" 2>&1) && fail "--rank 2 of 2 accepted"
 [[ $out == *"2 ranks"* ]] || fail "--rank 2: $out"
 "$HPCTRAIN" logs --stderr "$run" | cmp - "$run/logs/slurm-$id.err" || fail "logs --stderr"
+# --rank 1: rank 1 writes to stderr only (payload.sh, as the worker): its lines of both attempts,
+# from the .err; rank 0's from the .out.
+r1=$("$HPCTRAIN" logs --rank 1 "$run") || fail "logs --rank 1 failed: $r1"
+[[ $r1 == "[rank 1/2 "*"] payload on stderr, restart 0"$'\n'"[rank 1/2 "*"] payload on stderr, restart 1" ]] ||
+  fail "logs --rank 1: '$r1'"
+r0=$("$HPCTRAIN" logs --rank 0 "$run") || fail "logs --rank 0 failed"
+[[ $r0 == "[rank 0/2 "*"] payload on stdout, restart 0"$'\n'"[rank 0/2 "*"] payload on stdout, restart 1" ]] ||
+  fail "logs --rank 0: '$r0'"
 
 # list: nested runs, an array (one line per task), a dry run; one squeue call for all.
 mkdir -p "$work/nest"

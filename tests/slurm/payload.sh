@@ -12,6 +12,13 @@ rank=${SLURM_PROCID:?}
 restart=${SLURM_RESTART_COUNT:-0}
 mark=$HPCTRAIN_RUN_DIR/payload-rank$rank-restart$restart
 echo "payload rank $rank of $SLURM_NTASKS, restart $restart, spec $spec"
+# As the worker does: "[rank r/N host] " before each line, rank 0's progress on stdout, the other
+# ranks' warnings on stderr only (srun sends them to the .err file).
+if (( rank == 0 )); then
+  echo "[rank $rank/$SLURM_NTASKS $(hostname -s)] payload on stdout, restart $restart"
+else
+  echo "[rank $rank/$SLURM_NTASKS $(hostname -s)] payload on stderr, restart $restart" >&2
+fi
 : > "$mark"
 case ${PAYLOAD_MODE:-ok} in
   ok) exit 0 ;;

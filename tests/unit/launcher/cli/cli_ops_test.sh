@@ -74,6 +74,13 @@ expect 0 "^hpctrain: job 4711 attempt 2 on .*resuming.*rank 1 in attempt 2.*srun
   check_failed "logs --rank 1: $("$hpctrain" logs --rank 1 "$r")"
 [[ $("$hpctrain" logs --rank 1 --attempt 2 "$r") == '[rank 1/4 node1] rank 1 in attempt 2' ]] || check_failed "--rank 1 --attempt 2"
 [[ $("$hpctrain" logs --rank 3 --stderr "$r") == '[rank 3/4 node2] stderr of rank 3' ]] || check_failed "--stderr"
+# --rank R: its lines of the .out, then of the .err (where ranks other than 0 write); none is an
+# error naming both files, not an empty success.
+[[ $("$hpctrain" logs --rank 3 "$r") == $'[rank 3/4 node2] a warning from rank 3\n[rank 3/4 node2] stderr of rank 3' ]] ||
+  check_failed "logs --rank 3: $("$hpctrain" logs --rank 3 "$r" 2>&1)"
+expect 1 "no line of rank 2 in $r/logs/slurm-4711.out or $r/logs/slurm-4711.err" "$hpctrain" logs --rank 2 "$r"
+expect 0 "slurm-4711.err holds 1 more line of rank 3, of attempts it does not mark" \
+  "$hpctrain" logs --rank 3 --attempt 1 "$r"
 expect 2 "--rank 4: the run has 4 ranks" "$hpctrain" logs --rank 4 "$r"
 expect 1 "--attempt 3: .*slurm-4711.out holds attempts 1\\.\\.2" "$hpctrain" logs --attempt 3 "$r"
 expect 2 "counts from 1" "$hpctrain" logs --attempt 0 "$r"

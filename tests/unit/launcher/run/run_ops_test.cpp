@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/exit_codes.hpp"
 #include "run/listing.hpp"
 #include "run/logs.hpp"
 #include "run/run_dir.hpp"
@@ -478,6 +479,99 @@ spec::Resolved resolved_for_ops(const TempDir& dir, const std::string& run,
   write_text(dir / "spec.toml", "[job]\nname = \"t\"\nrun_dir = \"" + (dir / run).string() +
                                     "\"\n[data]\nsynthetic = true\n" + extra);
   return spec::load(test::options_for(dir / "spec.toml"));
+}
+
+// A submitted run of 3 ranks (job 77) whose rank 1 wrote to stderr only, as the worker's ranks
+// other than 0 do: its warnings and errors go to stderr, srun sends them to the .err file.
+fs::path three_rank_run(const TempDir& dir) {
+  write_text(dir / "spec.toml", "[job]\nname = \"t\"\nrun_dir = \"" + (dir / "run").string() +
+                                    "\"\ntasks_per_node = 3\n[data]\nsynthetic = true\n");
+  prepare(spec::load(test::options_for(dir / "spec.toml")), "#!/bin/bash\n", false);
+  record_submission(dir / "run", {"77", "2026-11-22T02:48:07Z", 0});
+  write_text(dir / "run/logs/slurm-77.out",
+             "hpctrain: job 77 attempt 1 on n1 at t1\n[rank 0/3 n1] step 10\n"
+             "hpctrain: attempt ended: status 75, requeued\n"
+             "hpctrain: job 77 attempt 2 on n1 at t2\n[rank 0/3 n1] step 20\n"
+             "[rank 1/3 n1] printed on stdout in attempt 2\n");
+  write_text(dir / "run/logs/slurm-77.err",
+             "[rank 1/3 n1] warning: slow disk\nsrun: error: n1: task 2: Exited\n"
+             "[rank 1/3 n1] error: gave up");
+  return dir / "run";
+}
+
+TEST(RunLog, ARanksLinesFromTheOutThenTheErr) {
+  TempDir dir;
+  const fs::path run = three_rank_run(dir);
+  auto print = [&](LogSelection sel, std::string* note = nullptr) {
+    std::ostringstream out;
+    const std::string n = print_log(resolve_log(run, sel), sel, out);
+    if (note) *note = n;
+    return out.str();
+  };
+  EXPECT_EQ(print({1, std::nullopt, std::nullopt, false}),
+            "[rank 1/3 n1] printed on stdout in attempt 2\n[rank 1/3 n1] warning: slow disk\n"
+            "[rank 1/3 n1] error: gave up");
+  EXPECT_EQ(print({1, std::nullopt, std::nullopt, true}),
+            "[rank 1/3 n1] warning: slow disk\n[rank 1/3 n1] error: gave up");
+  EXPECT_EQ(print({0, std::nullopt, std::nullopt, false}),
+            "[rank 0/3 n1] step 10\n[rank 0/3 n1] step 20\n");
+  // With --attempt: the .out's lines of that attempt; the .err's are counted, not shown.
+  std::string note;
+  EXPECT_EQ(print({1, 2, std::nullopt, false}, &note),
+            "[rank 1/3 n1] printed on stdout in attempt 2\n");
+  EXPECT_NE(note.find("slurm-77.err holds 2 more lines of rank 1"), std::string::npos) << note;
+  EXPECT_NE(note.find("--rank 1 --stderr"), std::string::npos) << note;
+  // No line of the rank: an error naming both files, not an empty success.
+  try {
+    print({2, std::nullopt, std::nullopt, false});
+    ADD_FAILURE() << "rank 2 printed nothing and succeeded";
+  } catch (const ExitWith& e) {
+    EXPECT_EQ(e.status(), kExitFailure);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no line of rank 2 in " + (run / "logs/slurm-77.out").string() + " or " +
+                        (run / "logs/slurm-77.err").string()),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(print({1, 1, std::nullopt, false}), ExitWith);  // rank 1 is in the .err only
+  // A rank beyond the world: the error names the world size.
+  try {
+    print({3, std::nullopt, std::nullopt, false});
+    ADD_FAILURE() << "--rank 3 of 3 accepted";
+  } catch (const ExitWith& e) {
+    EXPECT_EQ(e.status(), kExitBadInput);
+    EXPECT_NE(std::string(e.what()).find("--rank 3: the run has 3 ranks"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A Slurm that knows every job as COMPLETED.
+class CompletedSlurm : public slurm::SlurmClient {
+ public:
+  std::string submit(const fs::path&) override { return "1"; }
+  std::vector<slurm::JobState> query(const std::string& id) override {
+    return {{id, "COMPLETED", "0:0", "n1", "squeue"}};
+  }
+  void cancel(const std::string&) override {}
+  std::vector<slurm::JobState> query_all(const std::vector<std::string>&) override { return {}; }
+};
+
+TEST(RunLog, FollowingARankReadsTheErrToo) {
+  TempDir dir;
+  const fs::path run = three_rank_run(dir);
+  CompletedSlurm slurm;
+  const volatile std::sig_atomic_t never = 0;
+  const LogSelection one{1, std::nullopt, std::nullopt, false};
+  std::ostringstream out;
+  EXPECT_EQ(follow_log(resolve_log(run, one), one, slurm, 0, never, out), "");
+  EXPECT_EQ(out.str(),
+            "[rank 1/3 n1] printed on stdout in attempt 2\n[rank 1/3 n1] warning: slow disk\n"
+            "[rank 1/3 n1] error: gave up");
+  const LogSelection two{2, std::nullopt, std::nullopt, false};
+  std::ostringstream none;
+  const std::string note = follow_log(resolve_log(run, two), two, slurm, 0, never, none);
+  EXPECT_EQ(none.str(), "");
+  EXPECT_NE(note.find("no line of rank 2 in "), std::string::npos) << note;
 }
 
 TEST(Submit, ADryRunDoesNotBlockAChangedSubmit) {
