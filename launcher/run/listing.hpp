@@ -58,6 +58,10 @@ struct ListEntry {
 std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
                                     std::vector<std::string>& job_ids);
 
+// Whether a ledger reason ends the run for good (completed, failed, restart_limit, no_progress,
+// setup_failed, terminated): no later attempt can follow it.
+bool final_reason(const nlohmann::json& reason);
+
 // `list --json`'s object: {"root", "runs": [a row per entry], "slurm_error" when the query
 // failed}. Each row is summarize_run's and the ledger's last reason, with its state: Slurm's from
 // `states` (by job id), "unsubmitted", "unknown" when the query failed, else the ledger's last

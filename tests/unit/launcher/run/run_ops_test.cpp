@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/exit_codes.hpp"
+#include "run/cancel.hpp"
 #include "run/listing.hpp"
 #include "run/logs.hpp"
 #include "run/run_dir.hpp"
@@ -626,6 +627,37 @@ TEST(Submit, DiscardRemovesOnlyWhatThisSubmitCreated) {
   record_submission(dir / "kept", {"7", "t", 0});
   EXPECT_FALSE(discard_unsubmitted(dry));
   EXPECT_TRUE(fs::exists(dir / "kept/submissions.jsonl"));
+}
+
+TEST(Cancel, AJobThatEndedIsNamedWithWhoSaysSo) {
+  const std::vector<Attempt> none;
+  EXPECT_EQ(job_already_ended("5", {{"5", "COMPLETED", "None", "n1", "squeue"}}, none),
+            "COMPLETED, per squeue");
+  EXPECT_FALSE(job_already_ended("5", {{"5", "RUNNING", "None", "n1", "squeue"}}, none));
+  EXPECT_FALSE(job_already_ended("5", {{"5", "REQUEUED", "None", "n1", "squeue"}}, none));
+  // An array: every task, each state once.
+  EXPECT_EQ(job_already_ended("6",
+                              {{"6_0", "COMPLETED", "", "", "sacct"},
+                               {"6_1", "FAILED", "", "", "sacct"},
+                               {"6_2", "COMPLETED", "", "", "sacct"}},
+                              none),
+            "COMPLETED, FAILED, per sacct");
+  EXPECT_FALSE(job_already_ended(
+      "6", {{"6_0", "COMPLETED", "", "", "squeue"}, {"6_1", "PENDING", "", "", "squeue"}}, none));
+  // Slurm has forgotten it: the ledger's last line of this job.
+  std::vector<Attempt> ledger(2);
+  ledger[0].job_id = "7";
+  ledger[0].reason = "requeued";
+  ledger[1].job_id = "7";
+  ledger[1].reason = "completed";
+  EXPECT_EQ(job_already_ended("7", {}, ledger), "completed, per the run's ledger attempts.jsonl");
+  EXPECT_FALSE(job_already_ended("8", {}, ledger));  // another job's ledger lines
+  ledger.pop_back();
+  EXPECT_FALSE(job_already_ended("7", {}, ledger));  // requeued: another attempt may come
+  EXPECT_FALSE(job_already_ended("7", {}, none));
+  EXPECT_TRUE(is_already_ended_message(
+      "scancel: error: Kill job error on job id 9: Job/step already completing or completed"));
+  EXPECT_FALSE(is_already_ended_message("scancel: error: Invalid job id specified"));
 }
 
 TEST(SlurmMessages, NoControllerIsRecognised) {
