@@ -92,8 +92,7 @@ class CommandClient : public SlurmClient {
 
   std::string submit(const std::filesystem::path& script) override {
     const auto r = run({"sbatch", "--parsable", script.string()});
-    if (r.exit_status != 0 && is_unreachable_message(r.err))
-      throw_unreachable("sbatch", last_line(r.err));
+    throw_if_unreachable("sbatch", r);
     if (r.exit_status != 0) {
       throw SlurmError("sbatch failed (status " + std::to_string(r.exit_status) +
                        "): " + first_line(r.err.empty() ? r.out : r.err));
@@ -122,8 +121,7 @@ class CommandClient : public SlurmClient {
 
   void cancel(const std::string& job_id) override {
     const auto r = run({"scancel", job_id});
-    if (r.exit_status != 0 && is_unreachable_message(r.err))
-      throw_unreachable("scancel", last_line(r.err));
+    throw_if_unreachable("scancel", r);
     if (r.exit_status != 0) {
       throw SlurmError("scancel " + job_id +
                        " failed: " + first_line(r.err.empty() ? r.out : r.err));
@@ -138,8 +136,7 @@ class CommandClient : public SlurmClient {
     // them ("Invalid job id specified").
     auto r = run({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + list,
                   "--format=%i|%T|%r|%N"});
-    if (r.exit_status != 0 && is_unreachable_message(r.err))
-      throw_unreachable("squeue", last_line(r.err));
+    throw_if_unreachable("squeue", r);
     if (r.exit_status != 0 && r.err.find("Invalid job id") == std::string::npos) {
       throw SlurmError("squeue failed (status " + std::to_string(r.exit_status) +
                        "): " + first_line(r.err.empty() ? r.out : r.err));
@@ -167,28 +164,37 @@ class CommandClient : public SlurmClient {
 
  private:
   common::CommandResult run(const std::vector<std::string>& argv) {
-    // Slurm retries a missing configuration file for a minute before it gives up.
-    if (const char* conf = std::getenv("SLURM_CONF"); conf && !std::filesystem::exists(conf)) {
-      throw SlurmUnreachable(std::string("no Slurm controller was reachable: SLURM_CONF names ") +
-                             conf +
-                             ", which does not exist. Check with 'scontrol ping' once "
-                             "SLURM_CONF names the cluster's slurm.conf (or is unset).");
-    }
-    auto r = common::run_command(argv, options_.timeout);
-    if (r.not_found) throw SlurmError(r.err + " (is Slurm installed and on PATH?)");
-    if (r.timed_out) {
-      throw SlurmUnreachable("no Slurm controller was reachable: " + argv[0] +
-                             " did not answer within " +
-                             std::to_string(options_.timeout.count() / 1000) +
-                             " s. Check with 'scontrol ping'; " + slurm_conf_words() + ".");
-    }
-    return r;
+    return run_slurm_command(argv, options_.timeout);
   }
 
   CommandClientOptions options_;
 };
 
 }  // namespace
+
+void throw_if_unreachable(const std::string& command, const common::CommandResult& r) {
+  if (r.exit_status != 0 && is_unreachable_message(r.err))
+    throw_unreachable(command, last_line(r.err));
+}
+
+common::CommandResult run_slurm_command(const std::vector<std::string>& argv,
+                                        std::chrono::milliseconds timeout) {
+  // Slurm retries a missing configuration file for a minute before it gives up.
+  if (const char* conf = std::getenv("SLURM_CONF"); conf && !std::filesystem::exists(conf)) {
+    throw SlurmUnreachable(std::string("no Slurm controller was reachable: SLURM_CONF names ") +
+                           conf +
+                           ", which does not exist. Check with 'scontrol ping' once "
+                           "SLURM_CONF names the cluster's slurm.conf (or is unset).");
+  }
+  auto r = common::run_command(argv, timeout);
+  if (r.not_found) throw SlurmError(r.err + " (is Slurm installed and on PATH?)");
+  if (r.timed_out) {
+    throw SlurmUnreachable("no Slurm controller was reachable: " + argv[0] +
+                           " did not answer within " + std::to_string(timeout.count() / 1000) +
+                           " s. Check with 'scontrol ping'; " + slurm_conf_words() + ".");
+  }
+  return r;
+}
 
 std::unique_ptr<SlurmClient> make_command_client(CommandClientOptions options) {
   return std::make_unique<CommandClient>(options);

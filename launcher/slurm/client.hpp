@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/process.hpp"
 
 namespace hpctrain::slurm {
 
@@ -59,6 +60,16 @@ std::unique_ptr<SlurmClient> make_command_client(CommandClientOptions options = 
 // Validates sbatch --parsable output: "123", "123;cluster", or "123_4" for an array task.
 // Returns the job id without the cluster, or nullopt.
 std::optional<std::string> parse_job_id(const std::string& text);
+
+// Runs a Slurm client program (sinfo, squeue, ...) by argv with `timeout`. Throws SlurmUnreachable
+// when SLURM_CONF names a missing file or the program does not answer in time, and SlurmError when
+// it is not installed; otherwise returns its result, failed or not.
+common::CommandResult run_slurm_command(const std::vector<std::string>& argv,
+                                        std::chrono::milliseconds timeout);
+
+// Throws SlurmUnreachable, quoting `command`'s last line of stderr, when `r` failed because no
+// controller answered (is_unreachable_message).
+void throw_if_unreachable(const std::string& command, const common::CommandResult& r);
 
 // Whether a Slurm command's error output means that no controller could be reached (rather than
 // that the controller refused the request).
