@@ -30,10 +30,13 @@ std::string left_key(int rank) { return "hb/left/" + std::to_string(rank); }
 std::string where_key(int rank) { return "hb/where/" + std::to_string(rank); }
 // Set by a rank named in a hang verdict once its stacks are printed.
 std::string stacks_key(int rank) { return "hb/stacks/" + std::to_string(rank); }
+// Set by a rank once it has a hang verdict: rank 0, which serves the store, waits for these.
+std::string heard_key(int rank) { return "hb/heard/" + std::to_string(rank); }
 // How long gdb may take to print a hung rank's stacks.
 constexpr std::chrono::seconds kStackDeadline{60};
 const std::string kVerdictKey = "hb/verdict";
-// A hang verdict: "hang\n<ranks named, comma-separated>\n<the message>".
+// A hang verdict: "hang\n<ranks named>\n<the silent ones among them>\n<the message>", the
+// ranks comma-separated.
 const std::string kHangTag = "hang\n";
 
 // "1, 3, 5" (at most `most`, then "and N more").
@@ -80,6 +83,9 @@ struct Heartbeat::State {
   int64_t seen_step = -1;
   Clock::time_point seen_step_at;
   std::vector<double> step_seconds;  // the last 64 (seconds per step between observations)
+  // Rank 0's watch of the beats: every rank's last beat counter and when it last moved.
+  std::vector<int64_t> beat_seen;
+  std::vector<Clock::time_point> beat_moved;
 
   std::string host(int rank) const {
     if (rank >= 0 && static_cast<size_t>(rank) < o.hosts.size() && !o.hosts[rank].empty()) {
@@ -100,39 +106,40 @@ struct Heartbeat::State {
   // Ends the process for a hang: the verdict, this rank's threads' stacks when it is one of
   // `named`, then hang_exit_status. Srun ends a step's other tasks once one exits non-zero, so
   // the ranks not named wait (up to the stack dump's deadline) until each named rank says its
-  // stacks are out; rank 0 meanwhile keeps serving the store they say it through.
-  [[noreturn]] void hung(const std::string& why, const std::vector<int>& named) {
+  // stacks are out, except the `silent` ones: a stopped process prints nothing. Rank 0 meanwhile
+  // keeps serving the store they say it through, and first waits (a few beats at most) until
+  // every rank not silent has the verdict.
+  [[noreturn]] void hung(const std::string& why, const std::vector<int>& named,
+                         const std::vector<int>& silent) {
     ending.store(true);
-    const bool me = std::find(named.begin(), named.end(), o.rank) != named.end();
-    std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
-                       std::to_string(o.hang_exit_status) + ")\n";
-    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-    if (me && o.dump_stacks) {
-      // gdb attaches to this process from a child: allowed under Yama's ptrace_scope 1 only
-      // when the process says so.
-      ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-      const auto r =
-          common::run_command({"gdb", "-p", std::to_string(::getpid()), "-batch", "-nx", "-ex",
-                               "set pagination off", "-ex", "thread apply all bt"},
-                              kStackDeadline, 1 << 20);
-      std::string dump = rt::rank_prefix() + "the threads of this rank, as gdb sees them:\n";
-      if (r.not_found) {
-        dump = rt::rank_prefix() + "no stacks: gdb is not on PATH\n";
-      } else {
-        dump += r.out;
-        if (r.exit_status != 0 || r.timed_out) {
-          dump += rt::rank_prefix() + "gdb " +
-                  (r.timed_out ? "timed out" : "exited " + std::to_string(r.exit_status)) + ": " +
-                  first_line(r.err) + "\n";
-        }
-      }
-      n = ::write(STDERR_FILENO, dump.data(), dump.size());
+    const auto among = [](const std::vector<int>& ranks, int r) {
+      return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+    };
+    const bool me = among(named, o.rank);
+    const std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
+                             std::to_string(o.hang_exit_status) + ")\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+    try {
+      store->set(heard_key(o.rank), "1");
+    } catch (const std::exception&) {
+      ::_exit(o.hang_exit_status);  // the store is gone: nobody is left to wait for
     }
+    if (me && o.dump_stacks) print_stacks();
     try {
       if (me) store->set(stacks_key(o.rank), "1");
+      if (o.rank == 0) {
+        const auto deadline = Clock::now() + 5 * interval;
+        for (int r = 1; r < o.world_size; ++r) {
+          if (among(silent, r)) continue;
+          while (!store->check({heard_key(r)}) && Clock::now() < deadline) {
+            std::this_thread::sleep_for(interval / 10);
+          }
+        }
+      }
       const auto deadline = Clock::now() + kStackDeadline + 10s;
       for (const int r : named) {
-        while (r != o.rank && !store->check({stacks_key(r)}) && Clock::now() < deadline) {
+        if (r == o.rank || among(silent, r)) continue;
+        while (!store->check({stacks_key(r)}) && Clock::now() < deadline) {
           std::this_thread::sleep_for(200ms);
         }
       }
@@ -140,6 +147,28 @@ struct Heartbeat::State {
       // The store is gone (rank 0 has exited): nobody is left to wait for.
     }
     ::_exit(o.hang_exit_status);
+  }
+
+  // This rank's threads' stacks on stderr, as gdb sees them (up to kStackDeadline).
+  void print_stacks() const {
+    // gdb attaches to this process from a child: allowed under Yama's ptrace_scope 1 only when
+    // the process says so.
+    ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    const auto r = common::run_command({"gdb", "-p", std::to_string(::getpid()), "-batch", "-nx",
+                                        "-ex", "set pagination off", "-ex", "thread apply all bt"},
+                                       kStackDeadline, 1 << 20);
+    std::string dump = rt::rank_prefix() + "the threads of this rank, as gdb sees them:\n";
+    if (r.not_found) {
+      dump = rt::rank_prefix() + "no stacks: gdb is not on PATH\n";
+    } else {
+      dump += r.out;
+      if (r.exit_status != 0 || r.timed_out) {
+        dump += rt::rank_prefix() + "gdb " +
+                (r.timed_out ? "timed out" : "exited " + std::to_string(r.exit_status)) + ": " +
+                first_line(r.err) + "\n";
+      }
+    }
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, dump.data(), dump.size());
   }
 
   // Sleeps for `d` unless told to stop (or, for the beat thread, to leave); false when stopping.
@@ -158,8 +187,8 @@ struct Heartbeat::State {
 
   // Store traffic: this rank's beat, and rank 0's watch over everyone's.
   void beat_loop() {
-    std::vector<int64_t> seen(o.world_size, -1);
-    std::vector<Clock::time_point> moved(o.world_size, Clock::now());
+    beat_seen.assign(static_cast<size_t>(o.world_size), -1);
+    beat_moved.assign(static_cast<size_t>(o.world_size), Clock::now());
     try {
       while (pause(interval, /*wake_to_leave=*/true)) {
         bool leave_now = false;
@@ -173,7 +202,7 @@ struct Heartbeat::State {
         }
         store->add(beat_key(o.rank), 1);
         if (o.rank == 0) {
-          watch_counters(seen, moved);
+          watch_counters();
           watch_progress();
         } else {
           store->set(where_key(o.rank), progress::encode(progress::snapshot()));
@@ -209,8 +238,9 @@ struct Heartbeat::State {
     }
   }
 
-  void watch_counters(std::vector<int64_t>& seen, std::vector<Clock::time_point>& moved) {
+  void watch_counters() {
     const auto now = Clock::now();
+    beat_moved[0] = now;  // this thread is rank 0's beat
     if (beat_keys.empty()) {
       for (int r = 1; r < o.world_size; ++r) {
         store->add(beat_key(r), 0);
@@ -221,12 +251,12 @@ struct Heartbeat::State {
         beat_keys.empty() ? std::vector<std::vector<uint8_t>>{} : store->multiGet(beat_keys);
     for (int r = 1; r < o.world_size; ++r) {
       const int64_t value = parse_counter(values[static_cast<size_t>(r - 1)]);
-      if (value != seen[r]) {
-        seen[r] = value;
-        moved[r] = now;
+      if (value != beat_seen[r]) {
+        beat_seen[r] = value;
+        beat_moved[r] = now;
         continue;
       }
-      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - moved[r]);
+      const auto silent = beat_age(r, now);
       if (silent < o.timeout || store->check({left_key(r)})) continue;
       const std::string verdict =
           "lost rank " + std::to_string(r) + host(r) + ": no heartbeat for " + seconds_text(silent);
@@ -237,21 +267,40 @@ struct Heartbeat::State {
     }
   }
 
+  // How long since rank 0 last saw rank `r`'s beat counter move.
+  std::chrono::milliseconds beat_age(int r, Clock::time_point now) const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        now - beat_moved[static_cast<size_t>(r)]);
+  }
+
   void read_verdict(const std::string& v) {
     if (v.rfind(kHangTag, 0) != 0) lost("rank 0 reports: " + v);
-    const size_t end_of_ranks = v.find('\n', kHangTag.size());
-    const std::string ranks = v.substr(kHangTag.size(), end_of_ranks - kHangTag.size());
-    const std::string message = end_of_ranks == std::string::npos ? "" : v.substr(end_of_ranks + 1);
-    std::vector<int> named;
-    std::istringstream in(ranks);
+    std::istringstream in(v.substr(kHangTag.size()));
+    std::string named_line, silent_line, message;
+    std::getline(in, named_line);
+    std::getline(in, silent_line);
+    std::getline(in, message, '\0');
+    hung("rank 0 reports: " + message, parse_ranks(named_line), parse_ranks(silent_line));
+  }
+
+  // "1,3" -> {1, 3}
+  static std::vector<int> parse_ranks(const std::string& line) {
+    std::vector<int> ranks;
+    std::istringstream in(line);
     for (std::string r; std::getline(in, r, ',');) {
-      if (!r.empty()) named.push_back(std::stoi(r));
+      if (!r.empty()) ranks.push_back(std::stoi(r));
     }
-    hung("rank 0 reports: " + message, named);
+    return ranks;
+  }
+
+  static std::string join_ranks(const std::vector<int>& ranks) {
+    std::string out;
+    for (const int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+    return out;
   }
 
   // Rank 0: reads every rank's progress; when one has not moved past its limit, names the ranks
-  // furthest behind and ends the job (hung()).
+  // the others wait for (hang_verdict()) and ends the job (hung()).
   void watch_progress() {
     const auto now = Clock::now();
     read_progress(now);
@@ -265,23 +314,36 @@ struct Heartbeat::State {
       if (allowed && still(r, now) >= *allowed) longest = std::max(longest, still(r, now));
     }
     if (longest.count() == 0) return;
-    std::vector<int> named;
-    const std::string message = hang_message(now, limit, longest, named);
-    std::string ranks;
-    for (int r : named) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    const auto found = hang_verdict(views(now), limit, longest, interval);
+    if (!found) return;  // a beat is late: decided at the next one, when it has come or not
+    const HangVerdict& verdict = *found;
     if (o.on_hang) {
       try {
-        o.on_hang(named, message);
+        o.on_hang(verdict.named, verdict.message);
       } catch (const std::exception& e) {
         const std::string line =
             rt::rank_prefix() + "could not record the hang: " + e.what() + "\n";
         [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
       }
     }
-    store->set(kVerdictKey, kHangTag + ranks + "\n" + message);
-    // The others read the verdict on their next beat; this process serves the store.
-    std::this_thread::sleep_for(interval + interval / 2);
-    hung(message, named);
+    store->set(kVerdictKey, kHangTag + join_ranks(verdict.named) + "\n" +
+                                join_ranks(verdict.silent) + "\n" + verdict.message);
+    // The others read the verdict on their next beat; hung() keeps this process, which serves
+    // the store, until they have.
+    hung(verdict.message, verdict.named, verdict.silent);
+  }
+
+  // What rank 0 knows of every rank, for the verdict.
+  std::vector<RankView> views(Clock::time_point now) const {
+    std::vector<RankView> out(static_cast<size_t>(o.world_size));
+    for (int r = 0; r < o.world_size; ++r) {
+      auto& v = out[static_cast<size_t>(r)];
+      v.where = where[static_cast<size_t>(r)];
+      v.still = still(r, now);
+      v.beat_age = beat_age(r, now);
+      if (static_cast<size_t>(r) < o.hosts.size()) v.host = o.hosts[static_cast<size_t>(r)];
+    }
+    return out;
   }
 
   // How long rank `r`'s progress has stood still.
@@ -330,45 +392,6 @@ struct Heartbeat::State {
     }
     seen_step = step;
     seen_step_at = now;
-  }
-
-  // The hang verdict's text; `named` gets the ranks the others wait for: the lowest step, then
-  // the earliest phase of it.
-  std::string hang_message(Clock::time_point now, std::chrono::milliseconds limit,
-                           std::chrono::milliseconds longest, std::vector<int>& named) const {
-    std::pair<int64_t, int> behind{INT64_MAX, INT32_MAX};
-    for (const auto& s : where) {
-      if (s) behind = std::min(behind, {s->step, static_cast<int>(s->phase)});
-    }
-    std::map<std::string, std::vector<int>> others;  // "agreement at step 12" -> ranks
-    std::ostringstream message;
-    message << "hang: no progress for " << seconds_text(longest) << " (hang timeout "
-            << seconds_text(limit) << "): ";
-    for (int r = 0; r < o.world_size; ++r) {
-      const auto& s = where[static_cast<size_t>(r)];
-      if (!s) continue;
-      const std::string at =
-          progress::phase_name(s->phase, s->detail) + " at step " + std::to_string(s->step);
-      if (std::pair<int64_t, int>{s->step, static_cast<int>(s->phase)} == behind) {
-        message << (named.empty() ? "" : ", ") << "rank " << r << host(r) << " in " << at << " for "
-                << seconds_text(still(r, now));
-        named.push_back(r);
-      } else {
-        others[at].push_back(r);
-      }
-    }
-    if (others.empty()) {
-      message << " (every rank)";
-    } else {
-      message << "; the others wait: ";
-      bool first = true;
-      for (const auto& [at, ranks] : others) {
-        message << (first ? "" : ", ") << (ranks.size() == 1 ? "rank " : "ranks ")
-                << rank_list(ranks) << " in " << at;
-        first = false;
-      }
-    }
-    return message.str();
   }
 
   void say_goodbye() {
@@ -440,6 +463,107 @@ std::optional<std::chrono::milliseconds> hang_allowance(const progress::Snapshot
   }
   // A save may take as long as its commit may: the larger of the two, whichever is set lower.
   return s.phase == progress::Phase::kCheckpoint ? std::max(limit, o.checkpoint_timeout) : limit;
+}
+
+Beat beat_state(std::chrono::milliseconds age, std::chrono::milliseconds beat_interval) {
+  if (age >= 3 * beat_interval) return Beat::kSilent;
+  return 2 * age >= 3 * beat_interval ? Beat::kLate : Beat::kOnTime;
+}
+
+namespace {
+
+// " (node2)", or "" when the host is unknown.
+std::string host_text(const RankView& v) { return v.host.empty() ? "" : " (" + v.host + ")"; }
+
+// "data wait at step 5"
+std::string at_text(const progress::Snapshot& s) {
+  return progress::phase_name(s.phase, s.detail) + " at step " + std::to_string(s.step);
+}
+
+// "rank 1 (node2) silent for 5.2 s (no heartbeat; last heard in data wait at step 8)": its last
+// published progress, never a step its start-up snapshot only stands in for.
+std::string silent_text(int rank, const RankView& v) {
+  std::string last = "nothing heard since its start-up";
+  if (v.where && v.where->phase != progress::Phase::kStarting) {
+    last = "last heard in " + at_text(*v.where);
+  }
+  return "rank " + std::to_string(rank) + host_text(v) + " silent for " + seconds_text(v.beat_age) +
+         " (no heartbeat; " + last + ")";
+}
+
+// The ranks furthest behind among those that published progress: the lowest step, then the
+// earliest phase of it.
+std::vector<int> furthest_behind(const std::vector<RankView>& ranks) {
+  std::pair<int64_t, int> behind{INT64_MAX, INT32_MAX};
+  for (const auto& v : ranks) {
+    if (v.where) behind = std::min(behind, {v.where->step, static_cast<int>(v.where->phase)});
+  }
+  std::vector<int> out;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& s = ranks[r].where;
+    if (s && std::pair<int64_t, int>{s->step, static_cast<int>(s->phase)} == behind) {
+      out.push_back(static_cast<int>(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<HangVerdict> hang_verdict(const std::vector<RankView>& ranks,
+                                        std::chrono::milliseconds limit,
+                                        std::chrono::milliseconds longest,
+                                        std::chrono::milliseconds beat_interval) {
+  HangVerdict v;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    // A rank that has finished stops beating as it leaves: that is no silence.
+    const auto& where = ranks[r].where;
+    if (where && where->phase == progress::Phase::kFinishing) continue;
+    switch (beat_state(ranks[r].beat_age, beat_interval)) {
+      case Beat::kLate:
+        return std::nullopt;
+      case Beat::kSilent:
+        v.silent.push_back(static_cast<int>(r));
+        break;
+      case Beat::kOnTime:
+        break;
+    }
+  }
+  v.named = v.silent.empty() ? furthest_behind(ranks) : v.silent;
+  std::map<std::string, std::vector<int>> others;  // "agreement at step 12" -> ranks
+  std::ostringstream message;
+  message << "hang: no progress for " << seconds_text(longest) << " (hang timeout "
+          << seconds_text(limit) << "): ";
+  bool first = true;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankView& view = ranks[r];
+    const int rank = static_cast<int>(r);
+    if (std::find(v.named.begin(), v.named.end(), rank) == v.named.end()) {
+      if (view.where) others[at_text(*view.where)].push_back(rank);
+      continue;
+    }
+    message << (first ? "" : ", ");
+    first = false;
+    if (!v.silent.empty()) {
+      message << silent_text(rank, view);
+    } else {
+      message << "rank " << rank << host_text(view) << " in " << at_text(*view.where) << " for "
+              << seconds_text(view.still);
+    }
+  }
+  if (others.empty()) {
+    message << " (every rank)";
+  } else {
+    message << "; the others wait: ";
+    first = true;
+    for (const auto& [at, ranks_at] : others) {
+      message << (first ? "" : ", ") << (ranks_at.size() == 1 ? "rank " : "ranks ")
+              << rank_list(ranks_at) << " in " << at;
+      first = false;
+    }
+  }
+  v.message = message.str();
+  return v;
 }
 
 Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions options)

@@ -10,11 +10,12 @@
 //
 // The hang watchdog rides on the same beats: each rank publishes where its training stands
 // (common/progress.hpp: step, phase, a counter that moves on every phase change). When some
-// rank's counter has not moved for the hang timeout while it still beats, rank 0 names the ranks
-// the others wait for (the furthest behind: lowest step, then earliest phase), with their host,
-// phase, step and seconds, and what the others are in; every rank ends with
-// `hang_exit_status`, the named ones after printing their threads' stacks (gdb, where present),
-// the others once those are out (srun would end the named ranks with them otherwise).
+// rank's counter has not moved for the hang timeout, rank 0 names the ranks the others wait for
+// (those whose beats stopped too, as "silent"; else the furthest behind: lowest step, then
+// earliest phase), with their host, phase, step and seconds, and what the others are in; every
+// rank ends with `hang_exit_status`, the named ones after printing their threads' stacks (gdb,
+// where present), the others once those are out (srun would end the named ranks with them
+// otherwise); nobody waits for the stacks of a silent rank, which cannot print them.
 // Thread safety: construct and leave() from one thread; two threads of its own run meanwhile.
 #pragma once
 
@@ -77,6 +78,40 @@ std::chrono::milliseconds hang_limit(const HeartbeatOptions& o,
 std::optional<std::chrono::milliseconds> hang_allowance(const progress::Snapshot& s,
                                                         std::chrono::milliseconds limit,
                                                         const HeartbeatOptions& o);
+
+// What rank 0 knows of one rank when it forms a hang verdict.
+struct RankView {
+  std::optional<progress::Snapshot> where;  // its last published progress (nullopt: none)
+  std::chrono::milliseconds still{0};       // since its progress counter last moved
+  std::chrono::milliseconds beat_age{0};    // since its beat counter last moved
+  std::string host;                         // "" when unknown
+};
+
+struct HangVerdict {
+  std::vector<int> named;   // the ranks the others wait for, ascending
+  std::vector<int> silent;  // those of `named` whose heartbeat is silent too: no stacks to wait for
+  std::string message;      // "hang: no progress for ..."
+};
+
+// A rank's beat as rank 0 sees it: on time (less than 1.5 beat intervals old: a rank alive, even
+// one stuck in its training, beats every interval), late (up to 3 intervals: perhaps a slow beat,
+// perhaps the last one) or silent (3 intervals or more: a stopped process, or one whose link is
+// gone, well before the heartbeat timeout, 5 intervals at least, ends the job for it).
+enum class Beat { kOnTime, kLate, kSilent };
+Beat beat_state(std::chrono::milliseconds age, std::chrono::milliseconds beat_interval);
+
+// The hang verdict, once some rank's progress has stood still for `longest` against `limit`
+// (hang_limit()); nullopt while some rank's beat is late: rank 0 asks again at its next beat,
+// when that rank has either beaten or fallen silent (2 intervals at most); a rank finishing,
+// which stops beating as it leaves, is neither. The silent ranks are named, "silent" with the
+// last progress they published: a process that does not answer at all is what the others wait
+// for, and its published progress is only its last word. With none silent, the ranks furthest
+// behind are named (the lowest step, then the earliest phase of it) with their phase and step.
+// Either way the message ends with what the others are in.
+std::optional<HangVerdict> hang_verdict(const std::vector<RankView>& ranks,
+                                        std::chrono::milliseconds limit,
+                                        std::chrono::milliseconds longest,
+                                        std::chrono::milliseconds beat_interval);
 
 class Heartbeat {
  public:

@@ -1,11 +1,13 @@
 // The hang watchdog's limits (dist/heartbeat.hpp, docs/resilience.md "Hangs"): the hang timeout
-// in force, how long a rank may stand still in each phase, and the options the spec sets.
+// in force, how long a rank may stand still in each phase, the options the spec sets, and the
+// verdict: whom it names (a silent rank before the furthest behind) and how.
 #include "dist/heartbeat.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/exit_codes.hpp"
@@ -94,6 +96,102 @@ TEST(HangAllowance, NotWatched) {
       << "the first step of a process resumed at step 10";
   EXPECT_EQ(allowed_s(at(Phase::kCheckpoint, /*step=*/10), 4s, o), -1);
   EXPECT_EQ(allowed_s(at(Phase::kDataWait, /*step=*/11), 4s, o), 4) << "the second step";
+}
+
+// A beat at most 1.5 intervals old is on time (rank 0 reads once an interval, and a beat may fall
+// just after a read); up to 3 intervals it is late; from 3 on the rank is silent.
+TEST(BeatState, OnTimeLateSilent) {
+  EXPECT_EQ(beat_state(0ms, 1000ms), Beat::kOnTime);
+  EXPECT_EQ(beat_state(1499ms, 1000ms), Beat::kOnTime);
+  EXPECT_EQ(beat_state(1500ms, 1000ms), Beat::kLate);
+  EXPECT_EQ(beat_state(2999ms, 1000ms), Beat::kLate);
+  EXPECT_EQ(beat_state(3000ms, 1000ms), Beat::kSilent);
+  EXPECT_EQ(beat_state(60s, 1000ms), Beat::kSilent);
+  // heartbeat_timeout_s = 3: beats every 600 ms, silent after 1.8 s.
+  EXPECT_EQ(beat_state(1799ms, 600ms), Beat::kLate);
+  EXPECT_EQ(beat_state(1800ms, 600ms), Beat::kSilent);
+}
+
+// A rank for the verdict: where it stands, how long that has stood still, how old its last beat.
+RankView view(std::optional<progress::Snapshot> where, milliseconds still, milliseconds beat_age,
+              std::string host) {
+  RankView v;
+  v.where = where;
+  v.still = still;
+  v.beat_age = beat_age;
+  v.host = std::move(host);
+  return v;
+}
+
+// With every beat on time, the furthest behind are named by phase and step, as before.
+TEST(HangVerdict, AliveRanksNamedByPhase) {
+  const auto v = hang_verdict({view(at(Phase::kAllReduce, 15), 5s, 0ms, "node1"),
+                               view(at(Phase::kDataWait, 15), 5s, 400ms, "node2"),
+                               view(at(Phase::kAllReduce, 15), 5s, 1s, "node3")},
+                              4s, 5s, 1000ms);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->named, std::vector<int>{1});
+  EXPECT_TRUE(v->silent.empty());
+  EXPECT_EQ(v->message,
+            "hang: no progress for 5 s (hang timeout 4 s): rank 1 (node2) in data wait at step 15 "
+            "for 5 s; the others wait: ranks 0, 2 in all-reduce at step 15");
+}
+
+// A stopped rank whose last word is ahead of a live rank's (or level with the others) is still
+// the one named: it is silent, with the step and phase it last published, not a later guess.
+TEST(HangVerdict, SilentRankNamedWithItsLastProgress) {
+  const auto v = hang_verdict({view(at(Phase::kAllReduce, 10), 5s, 0ms, "node1"),
+                               view(at(Phase::kForward, 10), 4200ms, 4200ms, "node2"),
+                               view(at(Phase::kAllReduce, 10), 5s, 800ms, "")},
+                              4s, 5s, 1000ms);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->named, std::vector<int>{1});
+  EXPECT_EQ(v->silent, std::vector<int>{1});
+  EXPECT_EQ(v->message,
+            "hang: no progress for 5 s (hang timeout 4 s): rank 1 (node2) silent for 4.2 s (no "
+            "heartbeat; last heard in forward at step 10); the others wait: ranks 0, 2 in "
+            "all-reduce at step 10");
+}
+
+// Silent before its first step was published: no "start-up at step 0" passed off as a position.
+TEST(HangVerdict, SilentSinceStartUp) {
+  progress::Snapshot starting;  // what a rank publishes as its heartbeat starts
+  const auto v = hang_verdict(
+      {view(at(Phase::kAllReduce, 10), 5s, 0ms, "node1"), view(starting, 0ms, 6s, "node2"),
+       view(std::nullopt, 0ms, 6s, "node3"), view(at(Phase::kDataWait, 10), 5s, 200ms, "node4")},
+      4s, 5s, 1000ms);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->named, (std::vector<int>{1, 2}));
+  EXPECT_EQ(v->silent, (std::vector<int>{1, 2}));
+  EXPECT_EQ(v->message,
+            "hang: no progress for 5 s (hang timeout 4 s): rank 1 (node2) silent for 6 s (no "
+            "heartbeat; nothing heard since its start-up), rank 2 (node3) silent for 6 s (no "
+            "heartbeat; nothing heard since its start-up); the others wait: rank 0 in all-reduce "
+            "at step 10, rank 3 in data wait at step 10");
+}
+
+// A late beat (1.5 to 3 intervals) holds the verdict back: the rank may have stopped a moment
+// ago (it stays silent: named so at the next beat) or be merely slow (it beats: named by phase).
+TEST(HangVerdict, LateBeatWaitsForTheNextOne) {
+  EXPECT_FALSE(hang_verdict({view(at(Phase::kAllReduce, 10), 5s, 0ms, "node1"),
+                             view(at(Phase::kDataWait, 10), 3s, 2500ms, "node2")},
+                            4s, 5s, 1000ms));
+  EXPECT_FALSE(hang_verdict({view(at(Phase::kAllReduce, 10), 5s, 0ms, "node1"),
+                             view(at(Phase::kDataWait, 10), 3s, 1500ms, "node2"),
+                             view(at(Phase::kDataWait, 9), 3s, 9s, "node3")},
+                            4s, 5s, 1000ms))
+      << "one late beat holds back even a verdict with a silent rank";
+}
+
+// A rank that finished stops beating as it leaves: neither late nor silent.
+TEST(HangVerdict, FinishedRankIsNotSilent) {
+  const auto v = hang_verdict({view(at(Phase::kAllReduce, 10), 5s, 0ms, "node1"),
+                               view(at(Phase::kFinishing, 10), 5s, 2s, "node2"),
+                               view(at(Phase::kFinishing, 10), 5s, 9s, "node3")},
+                              4s, 5s, 1000ms);
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->silent.empty());
+  EXPECT_EQ(v->named, std::vector<int>{0});
 }
 
 // The spec's [resilience] and [checkpoint] timeouts, and the statuses the batch script reads.
