@@ -17,6 +17,12 @@ fs::path executable_dir() {
   return ec ? fs::current_path() : exe.parent_path();
 }
 
+std::string executable_path() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("hpctrain") : exe.string();
+}
+
 void SpecArgs::add_to(CLI::App& app) {
   app.add_option("spec", spec_file, "Job spec (TOML)")->required();
   app.add_option("--set", overrides, "Override a key: --set train.epochs=10 (repeatable)")

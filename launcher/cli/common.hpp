@@ -30,6 +30,8 @@ struct SpecArgs {
 spec::Resolved load_or_exit(const SpecArgs& args, bool check_paths);
 
 std::filesystem::path executable_dir();
+// This program's path, as the batch script is to run it (`hpctrain supervise`).
+std::string executable_path();
 
 void add_init(CLI::App& app);
 void add_check(CLI::App& app);
@@ -41,5 +43,6 @@ void add_keys(CLI::App& app);
 void add_report(CLI::App& app);
 void add_list(CLI::App& app);
 void add_logs(CLI::App& app);
+void add_supervise(CLI::App& app);
 
 }  // namespace hpctrain::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add_report(app);
   add_list(app);
   add_logs(app);
+  add_supervise(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

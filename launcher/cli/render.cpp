@@ -19,7 +19,8 @@ void add_render(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "Write the script to this file");
   cmd->callback([args] {
     const auto resolved = load_or_exit(args->spec, /*check_paths=*/false);
-    const std::string script = render::sbatch_script(resolved.spec, resolved.tasks.size());
+    const std::string script =
+        render::sbatch_script(resolved.spec, resolved.tasks.size(), executable_path());
     if (args->output.empty()) {
       std::cout << script;
     } else {

@@ -36,7 +36,8 @@ void add_submit(CLI::App& app) {
       args->spec.overrides.push_back("job.dependency=" + args->dependency);
     if (!args->begin.empty()) args->spec.overrides.push_back("job.begin=" + args->begin);
     const auto resolved = load_or_exit(args->spec, /*check_paths=*/true);
-    const std::string script = render::sbatch_script(resolved.spec, resolved.tasks.size());
+    const std::string script =
+        render::sbatch_script(resolved.spec, resolved.tasks.size(), executable_path());
     const auto prepared = run::prepare(resolved, script, args->force);
     if (prepared.spec_changed) {
       std::cerr << "hpctrain: replaced the frozen spec in " << prepared.run_dir.string()

@@ -157,52 +157,6 @@ std::string environment_block(const spec::Spec& spec) {
   return out;
 }
 
-std::string srun_command(const spec::Spec& spec) {
-  const auto& j = spec.job;
-  std::vector<std::string> words = {"srun", "--kill-on-bad-exit=1"};
-  if (!j.srun_mpi.empty()) words.push_back("--mpi=" + j.srun_mpi);
-  // The script chooses the step's nodes (all of them, or the healthy ones after a node loss).
-  words.push_back("--nodes=\"$step_count\"");
-  words.push_back("--ntasks=\"$world\"");
-  words.push_back("--ntasks-per-node=" + std::to_string(j.tasks_per_node));
-  words.push_back("${step_nodelist:+\"--nodelist=$step_nodelist\"}");
-  words.push_back("${step_overlap:+--overlap}");
-  // Since Slurm 22.05 srun does not inherit --cpus-per-task from the allocation.
-  words.push_back("--cpus-per-task=" + std::to_string(j.cpus_per_task));
-  if (j.container.runtime == spec::ContainerRuntime::kPyxis) {
-    words.push_back("--container-image=" + shell_quote(j.container.image.value_or("")));
-    if (!j.container.mounts.empty()) {
-      std::string mounts;
-      for (const auto& m : j.container.mounts) mounts += (mounts.empty() ? "" : ",") + m;
-      words.push_back("--container-mounts=" + shell_quote(mounts));
-    }
-  } else if (j.container.runtime == spec::ContainerRuntime::kApptainer) {
-    words.push_back("apptainer");
-    words.push_back("exec");
-    if (j.gpus_per_node > 0) words.push_back("--nv");
-    for (const auto& m : j.container.mounts) words.push_back("--bind " + shell_quote(m));
-    words.push_back(shell_quote(j.container.image.value_or("")));
-  }
-  words.push_back("\"$hpctrain_worker\"");
-  words.push_back("--spec \"$spec\"");
-  std::string out;
-  size_t width = 0;
-  for (const auto& w : words) {
-    if (!out.empty()) {
-      if (width + w.size() + 1 > 96) {
-        out += " \\\n    ";
-        width = 4;
-      } else {
-        out += ' ';
-        ++width;
-      }
-    }
-    out += w;
-    width += w.size();
-  }
-  return out;
-}
-
 std::string array_setup(size_t array_tasks) {
   if (array_tasks == 0) return {};
   return "# Job array of " + std::to_string(array_tasks) +
@@ -221,32 +175,52 @@ std::string array_setup(size_t array_tasks) {
 
 }  // namespace
 
-std::string sbatch_script(const spec::Spec& spec, size_t array_tasks) {
+std::vector<std::string> srun_argv(const spec::Spec& spec, const std::string& spec_file,
+                                   const StepShape& shape) {
+  const auto& j = spec.job;
+  std::vector<std::string> words = {"srun", "--kill-on-bad-exit=1"};
+  if (!j.srun_mpi.empty()) words.push_back("--mpi=" + j.srun_mpi);
+  // The supervisor chooses the step's nodes (all of them, or the healthy ones after a loss).
+  words.push_back("--nodes=" + std::to_string(shape.nodes));
+  words.push_back("--ntasks=" + std::to_string(shape.nodes * j.tasks_per_node));
+  words.push_back("--ntasks-per-node=" + std::to_string(j.tasks_per_node));
+  if (!shape.nodelist.empty()) words.push_back("--nodelist=" + shape.nodelist);
+  // The lost step may still hold CPUs on the healthy nodes until Slurm gives up on its node.
+  if (shape.overlap) words.push_back("--overlap");
+  // Since Slurm 22.05 srun does not inherit --cpus-per-task from the allocation.
+  words.push_back("--cpus-per-task=" + std::to_string(j.cpus_per_task));
+  if (j.container.runtime == spec::ContainerRuntime::kPyxis) {
+    words.push_back("--container-image=" + j.container.image.value_or(""));
+    if (!j.container.mounts.empty()) {
+      std::string mounts;
+      for (const auto& m : j.container.mounts) mounts += (mounts.empty() ? "" : ",") + m;
+      words.push_back("--container-mounts=" + mounts);
+    }
+  } else if (j.container.runtime == spec::ContainerRuntime::kApptainer) {
+    words.insert(words.end(), {"apptainer", "exec"});
+    if (j.gpus_per_node > 0) words.push_back("--nv");
+    for (const auto& m : j.container.mounts) words.insert(words.end(), {"--bind", m});
+    words.push_back(j.container.image.value_or(""));
+  }
+  words.insert(words.end(), {j.worker, "--spec", spec_file});
+  return words;
+}
+
+std::string sbatch_script(const spec::Spec& spec, size_t array_tasks, const std::string& cli) {
   std::string sbatch_lines;
   for (const auto& o : sbatch_options(spec, array_tasks)) {
     sbatch_lines += (sbatch_lines.empty() ? "" : "\n") + ("#SBATCH " + o);
   }
-  return fill_template(
-      embedded::job_sbatch_template(),
-      {{"SBATCH_LINES", sbatch_lines},
-       {"VERSION", kVersion},
-       {"REQUEUE_STATUS", std::to_string(kExitRequeue)},
-       {"RUN_DIR", shell_quote(spec.job.run_dir)},
-       {"WORKER", shell_quote(spec.job.worker)},
-       {"REQUEUE_ENABLED", spec.preemption.enabled ? "1" : "0"},
-       {"MAX_RESTARTS", std::to_string(spec.preemption.max_restarts)},
-       {"MAX_FAILURES", std::to_string(spec.preemption.max_consecutive_failures)},
-       {"MAX_NO_PROGRESS", std::to_string(spec.preemption.max_attempts_without_progress)},
-       {"ARRAY_SETUP", array_setup(array_tasks)},
-       {"MODULES", modules_block(spec)},
-       {"ENVIRONMENT", environment_block(spec)},
-       {"SRUN", srun_command(spec)},
-       {"LOST_STATUS", std::to_string(kExitPeerLost)},
-       {"TRAIN_NODES", std::to_string(spec.job.nodes)},
-       {"TASKS_PER_NODE", std::to_string(spec.job.tasks_per_node)},
-       {"ON_NODE_LOSS", std::string(spec::name_of(spec.resilience.policy()))},
-       {"MAX_NODE_LOSSES", std::to_string(spec.resilience.max_node_losses)},
-       {"HEARTBEAT_TIMEOUT", std::to_string(spec.resilience.heartbeat_timeout_s)}});
+  return fill_template(embedded::job_sbatch_template(),
+                       {{"SBATCH_LINES", sbatch_lines},
+                        {"VERSION", kVersion},
+                        {"REQUEUE_STATUS", std::to_string(kExitRequeue)},
+                        {"RUN_DIR", shell_quote(spec.job.run_dir)},
+                        {"CLI", shell_quote(cli)},
+                        {"WORLD", std::to_string(spec.job.nodes * spec.job.tasks_per_node)},
+                        {"ARRAY_SETUP", array_setup(array_tasks)},
+                        {"MODULES", modules_block(spec)},
+                        {"ENVIRONMENT", environment_block(spec)}});
 }
 
 }  // namespace hpctrain::render

@@ -5,15 +5,32 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "spec/spec.hpp"
 
 namespace hpctrain::render {
 
-// The script for `spec`; `array_tasks` > 0 renders a job array of that many tasks.
-std::string sbatch_script(const spec::Spec& spec, size_t array_tasks = 0);
+// The script for `spec`; `array_tasks` > 0 renders a job array of that many tasks. The script
+// sets the job up and hands over to `CLI supervise` (step/supervisor.hpp): `cli` is the path of
+// the hpctrain program as the batch job reaches it.
+std::string sbatch_script(const spec::Spec& spec, size_t array_tasks = 0,
+                          const std::string& cli = "hpctrain");
+
+// The shape of one training step: how many nodes, which ones (empty: Slurm's choice in the
+// allocation) and whether it may share CPUs with a step that is still ending.
+struct StepShape {
+  int64_t nodes = 1;
+  std::string nodelist;
+  bool overlap = false;
+};
+// The srun command of a step, one argument per word: srun's options, the container runtime's
+// (pyxis options or `apptainer exec`) and the worker with `--spec spec_file`.
+std::vector<std::string> srun_argv(const spec::Spec& spec, const std::string& spec_file,
+                                   const StepShape& shape);
 
 // The #SBATCH options of the script, in order, without the "#SBATCH " prefix.
 std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tasks = 0);

@@ -187,6 +187,7 @@ bool discard_unsubmitted(const Prepared& p) {
 void record_submission(const fs::path& run_dir, const Submission& s) {
   nlohmann::json j = {
       {"job_id", s.job_id}, {"submitted_at", s.submitted_at}, {"array_tasks", s.array_tasks}};
+  if (!s.chained_from.empty()) j["chained_from"] = s.chained_from;
   append_line(run_dir / layout::kSubmissions, j.dump());
 }
 
@@ -201,6 +202,7 @@ std::optional<Submission> last_submission(const fs::path& run_dir) {
       s.job_id = j.at("job_id").get<std::string>();
       s.submitted_at = j.value("submitted_at", "");
       s.array_tasks = j.value("array_tasks", size_t{0});
+      s.chained_from = j.value("chained_from", "");
       last = s;
     } catch (const std::exception&) {
       // A torn last line (crash mid-append) leaves the previous record in force.
@@ -249,6 +251,9 @@ std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed) {
       a.detected_by = text("detected_by");
       a.stop_s = seconds("stop_s");
       a.recover_s = seconds("recover_s");
+      a.cause = text("cause");
+      a.excluded = text("excluded");
+      a.avoided = text("avoided");
       out.push_back(a);
     } catch (const std::exception&) {
       ++bad;
@@ -256,6 +261,35 @@ std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed) {
   }
   if (malformed) *malformed = bad;
   return out;
+}
+
+void append_attempt(const fs::path& dir, const Attempt& a) {
+  nlohmann::ordered_json j;
+  const auto optional = [](const auto& v) { return v ? nlohmann::ordered_json(*v) : nullptr; };
+  j["job_id"] = a.job_id;
+  j["array_task_id"] = optional(a.array_task_id);
+  j["restart"] = a.restart;
+  j["nodes"] = a.nodes;
+  j["start"] = a.start;
+  j["end"] = a.end;
+  j["exit_status"] = a.exit_status;
+  j["reason"] = a.reason;
+  j["last_step"] = optional(a.last_step);
+  j["step"] = a.step;
+  j["world_size"] = optional(a.world_size);
+  if (!a.lost_nodes.empty()) {
+    j["lost_nodes"] = a.lost_nodes;
+    j["added_nodes"] = a.added_nodes;
+    j["cause"] = a.cause;
+    j["detected"] = a.detected;
+    j["detected_by"] = a.detected_by;
+    j["stop_s"] = optional(a.stop_s);
+    if (a.reason == "node_lost") j["recover_s"] = optional(a.recover_s);
+  }
+  if (!a.excluded.empty()) j["excluded"] = a.excluded;
+  if (!a.avoided.empty()) j["avoided"] = a.avoided;
+  append_line(dir / layout::kAttempts,
+              j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 bool is_node_loss(const Attempt& a) {

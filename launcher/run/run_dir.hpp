@@ -69,6 +69,9 @@ struct Submission {
   std::string job_id;
   std::string submitted_at;  // UTC, ISO 8601
   size_t array_tasks = 0;
+  // The job this one continues when the step supervisor submitted it as the next job of a chain
+  // (Slurm refused the requeue); empty for a submit.
+  std::string chained_from{};
 };
 
 void record_submission(const fs::path& run_dir, const Submission& submission);
@@ -88,10 +91,17 @@ struct Attempt {
   std::string detected, detected_by;  // UTC with milliseconds; a sentence saying how
   std::optional<double> stop_s;       // detection until every surviving rank had stopped
   std::optional<double> recover_s;    // detection until the next step's first training step
+  std::string cause;                  // node loss: "silent", "refused", "hang" or "straggler"
+  std::string excluded;               // the job's ExcNodeList set on requeue
+  std::string avoided;  // nodes of the allocation kept out: lost in an earlier attempt
 };
 
 // Reads attempts.jsonl; malformed lines are skipped and counted.
 std::vector<Attempt> read_attempts(const fs::path& dir, size_t* malformed = nullptr);
+// Appends `a` to attempts.jsonl as one line (one write, then fsync): what read_attempts reads.
+// The node-loss fields are written when lost_nodes is set, recover_s on node_lost lines (null
+// when the next step never trained), excluded and avoided when set. Throws RunDirError.
+void append_attempt(const fs::path& dir, const Attempt& a);
 
 // Whether the line ended its step because a node was lost (reason node_lost or
 // node_lost_requeued).

@@ -136,6 +136,7 @@ void for_each_key(S& s, F&& f) {
   f("preemption.max_restarts", p.max_restarts);
   f("preemption.max_consecutive_failures", p.max_consecutive_failures);
   f("preemption.max_attempts_without_progress", p.max_attempts_without_progress);
+  f("preemption.chain", p.chain);
 
   auto& r = s.resilience;
   f("resilience.spare_nodes", r.spare_nodes);
@@ -143,6 +144,7 @@ void for_each_key(S& s, F&& f) {
   f("resilience.max_node_losses", r.max_node_losses);
   f("resilience.heartbeat_timeout_s", r.heartbeat_timeout_s);
   f("resilience.hang_timeout_s", r.hang_timeout_s);
+  f("resilience.hang_grace_s", r.hang_grace_s);
   f("resilience.evict_stragglers", r.evict_stragglers);
   f("resilience.straggler_ratio", r.straggler_ratio);
   f("resilience.straggler_windows", r.straggler_windows);

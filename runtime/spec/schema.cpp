@@ -234,6 +234,10 @@ std::vector<Field> make_fields() {
       integer("preemption.max_attempts_without_progress", kDef, "5", 0, 1000,
               "Attempts in a row that end without a new committed checkpoint; the next one is "
               "not requeued (the job stops, reason no_progress). 0 = no such limit."),
+      boolean("preemption.chain", "true",
+              "Where Slurm refuses scontrol requeue (JobRequeue=0, a partition or QoS that "
+              "forbids it), submit the next job of a chain instead: it starts once this one "
+              "has ended and resumes from the checkpoint as a requeued attempt would."),
 
       // [resilience]
       integer(
@@ -251,6 +255,9 @@ std::vector<Field> make_fields() {
       integer("resilience.hang_timeout_s", kDef, "0", 0, 86400,
               "A rank alive but without progress this long is hung: every rank stops, naming "
               "the ranks the others wait for; 0 = 10x the median step time, at least 60 s."),
+      integer("resilience.hang_grace_s", kDef, "90", 1, 86400,
+              "After a hang verdict, how long the step may take to end (the named ranks print "
+              "their stacks first) before the batch job kills it."),
       boolean("resilience.evict_stragglers", "false",
               "Let a node go that is slower than the others for straggler_windows log windows "
               "in a row: every rank checkpoints and the node is replaced as if lost."),

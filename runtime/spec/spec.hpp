@@ -119,12 +119,13 @@ struct PreemptionSpec {
   Signal signal = Signal::kUsr2;
   int64_t signal_lead_s = 0, max_restarts = 0, max_consecutive_failures = 0;
   int64_t max_attempts_without_progress = 0;
+  bool chain = false;
 };
 
 struct ResilienceSpec {
   int64_t spare_nodes = 0;
   OnNodeLoss on_node_loss = OnNodeLoss::kAuto;
-  int64_t max_node_losses = 0, heartbeat_timeout_s = 0, hang_timeout_s = 0;
+  int64_t max_node_losses = 0, heartbeat_timeout_s = 0, hang_timeout_s = 0, hang_grace_s = 0;
   bool evict_stragglers = false;
   double straggler_ratio = 0;
   int64_t straggler_windows = 0;

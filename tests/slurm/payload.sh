@@ -9,7 +9,8 @@ if [[ ${1:-} != --spec || ! -r ${2:-} ]]; then
 fi
 spec=$2
 rank=${SLURM_PROCID:?}
-restart=${SLURM_RESTART_COUNT:-0}
+# A job of a chain (the requeue refused) counts on from the jobs before it, as the supervisor does.
+restart=$(( ${SLURM_RESTART_COUNT:-0} + ${HPCTRAIN_CHAIN_RESTART:-0} ))
 mark=$HPCTRAIN_RUN_DIR/payload-rank$rank-restart$restart
 echo "payload rank $rank of $SLURM_NTASKS, restart $restart, spec $spec"
 # As the worker does: "[rank r/N host] " before each line, rank 0's progress on stdout, the other
@@ -20,6 +21,15 @@ else
   echo "[rank $rank/$SLURM_NTASKS $(hostname -s)] payload on stderr, restart $restart" >&2
 fi
 : > "$mark"
+# Returns once the test has written RUN_DIR/go; exits 1 after 120 s without it.
+wait_for_go() {
+  for _ in $(seq 1 600); do
+    [[ -e $HPCTRAIN_RUN_DIR/go ]] && return 0
+    sleep 0.2
+  done
+  echo "payload: no go file within 120 s" >&2
+  exit 1
+}
 case ${PAYLOAD_MODE:-ok} in
   ok) exit 0 ;;
   env)
@@ -28,14 +38,14 @@ case ${PAYLOAD_MODE:-ok} in
     exit 0 ;;
   requeue-once) (( restart == 0 )) && exit 75; exit 0 ;;
   requeue-always) exit 75 ;;
+  go-then-requeue-once)
+    # The first attempt waits for the go file (the test changes the job first), then asks to be
+    # requeued; later ones complete.
+    (( restart > 0 )) && exit 0
+    wait_for_go
+    exit 75 ;;
   fail) exit 3 ;;
-  wait-for-go)
-    for _ in $(seq 1 600); do
-      [[ -e $HPCTRAIN_RUN_DIR/go ]] && exit 0
-      sleep 0.2
-    done
-    echo "payload: no go file within 120 s" >&2
-    exit 1 ;;
+  wait-for-go) wait_for_go; exit 0 ;;
   sweep) grep -E '^lr = ' "$spec" > "$mark.lr"; exit 0 ;;
   *) echo "payload: unknown PAYLOAD_MODE ${PAYLOAD_MODE}" >&2; exit 64 ;;
 esac

@@ -1,5 +1,6 @@
 // Container specs (pyxis and Apptainer) with hostile images, mounts, worker paths and run
-// directories. The rendered script runs under bash with stand-in srun, apptainer, scontrol and
+// directories. The rendered script runs under bash (and hands over to `hpctrain supervise`, which
+// starts the step) with stand-in srun, apptainer, scontrol and
 // squeue first on PATH, each recording its argv: every value must reach srun or apptainer byte for
 // byte as one argument. What cannot be passed safely is refused by the checks `hpctrain check`
 // runs (spec::load with path checks), with an error naming the key.
@@ -121,7 +122,9 @@ class Harness {
     test::fs::remove_all(s.job.run_dir);
     for (const auto& e : test::fs::directory_iterator(dir() / "argv")) test::fs::remove(e.path());
     write_text(path(s.job.run_dir) / "spec.toml", spec::freeze(s));
-    write_text(dir() / "job.sbatch", sbatch_script(s));
+    // The script hands over to `hpctrain supervise`, which runs srun: the one built beside.
+    write_text(dir() / "job.sbatch",
+               sbatch_script(s, 0, std::string(HPCTRAIN_BINARY_DIR) + "/bin/hpctrain"));
     return common::run_command(
         {"env", "-i", "-C", s.job.run_dir, "PATH=" + (dir() / "bin").string() + ":/usr/bin:/bin",
          "ARGV_DIR=" + (dir() / "argv").string(), "SLURM_JOB_ID=4242",

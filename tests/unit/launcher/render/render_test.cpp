@@ -2,12 +2,14 @@
 // value can escape.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
 #include "common/process.hpp"
 #include "render/render.hpp"
 #include "spec/literal.hpp"
+#include "step/decide.hpp"
 #include "support/test_util.hpp"
 
 namespace hpctrain::render {
@@ -144,25 +146,49 @@ TEST(Render, SpareNodesAndNoKill) {
   auto options_of = [](std::vector<std::string> overrides) {
     const auto r = load_config("smoke-cpu.toml", std::move(overrides));
     const auto o = sbatch_options(r.spec);
-    return std::make_pair(std::set<std::string>(o.begin(), o.end()), sbatch_script(r.spec));
+    // The recovery knobs reach the step supervisor the script hands over to through the spec.
+    return std::make_pair(std::set<std::string>(o.begin(), o.end()), step::knobs_from_spec(r.spec));
   };
-  const auto [plain, plain_script] = options_of({"job.nodes=3"});
+  const auto [plain, plain_knobs] = options_of({"job.nodes=3"});
   EXPECT_TRUE(plain.count("--nodes=3"));
   EXPECT_FALSE(plain.count("--no-kill"));
-  EXPECT_NE(plain_script.find("hpctrain_on_node_loss=requeue\n"), std::string::npos);
-  const auto [spare, spare_script] = options_of({"job.nodes=3", "resilience.spare_nodes=1"});
+  EXPECT_EQ(plain_knobs.policy, spec::OnNodeLoss::kRequeue);
+  const auto [spare, spare_knobs] = options_of({"job.nodes=3", "resilience.spare_nodes=1"});
   EXPECT_TRUE(spare.count("--nodes=4"));
   EXPECT_TRUE(spare.count("--no-kill"));
-  EXPECT_NE(spare_script.find("hpctrain_train_nodes=3\n"), std::string::npos);
-  EXPECT_NE(spare_script.find("hpctrain_on_node_loss=replace\n"), std::string::npos);
-  const auto [shrink, shrink_script] =
+  EXPECT_EQ(spare_knobs.train_nodes, 3);
+  EXPECT_EQ(spare_knobs.policy, spec::OnNodeLoss::kReplace);
+  const auto [shrink, shrink_knobs] =
       options_of({"job.nodes=3", "resilience.on_node_loss=shrink", "resilience.max_node_losses=1",
                   "resilience.heartbeat_timeout_s=7"});
   EXPECT_TRUE(shrink.count("--nodes=3"));
   EXPECT_TRUE(shrink.count("--no-kill"));
-  EXPECT_NE(shrink_script.find("hpctrain_on_node_loss=shrink\n"), std::string::npos);
-  EXPECT_NE(shrink_script.find("hpctrain_max_node_losses=1\n"), std::string::npos);
-  EXPECT_NE(shrink_script.find("hpctrain_heartbeat_timeout=7\n"), std::string::npos);
+  EXPECT_EQ(shrink_knobs.policy, spec::OnNodeLoss::kShrink);
+  EXPECT_EQ(shrink_knobs.max_node_losses, 1);
+  EXPECT_EQ(shrink_knobs.heartbeat_timeout_s, 7);
+}
+
+// The step's srun command: the supervisor's node choice as --nodelist, --overlap for a step that
+// follows a lost one, the worker with the frozen spec last.
+TEST(Render, SrunArgvOfAStep) {
+  const auto r = load_config("smoke-cpu.toml", {"job.nodes=2", "job.srun_mpi=pmix"});
+  const auto first = srun_argv(r.spec, "/runs/a/spec.toml", {2, "", false});
+  const std::vector<std::string> want = {
+      "srun",
+      "--kill-on-bad-exit=1",
+      "--mpi=pmix",
+      "--nodes=2",
+      "--ntasks=" + std::to_string(2 * r.spec.job.tasks_per_node),
+      "--ntasks-per-node=" + std::to_string(r.spec.job.tasks_per_node),
+      "--cpus-per-task=" + std::to_string(r.spec.job.cpus_per_task),
+      r.spec.job.worker,
+      "--spec",
+      "/runs/a/spec.toml"};
+  EXPECT_EQ(first, want);
+  const auto next = srun_argv(r.spec, "/runs/a/spec.toml", {1, "n3", true});
+  EXPECT_EQ(std::count(next.begin(), next.end(), "--nodelist=n3"), 1);
+  EXPECT_EQ(std::count(next.begin(), next.end(), "--overlap"), 1);
+  EXPECT_EQ(std::count(next.begin(), next.end(), "--nodes=1"), 1);
 }
 
 TEST(Render, ShellQuoteRoundTripsArbitraryBytes) {

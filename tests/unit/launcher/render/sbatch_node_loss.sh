@@ -13,8 +13,9 @@
 #   fallback  max_node_losses = 0: node_lost_requeued and scontrol requeue;
 #   gate      a node's slurmd unreachable from the start: nothing is watched, srun gets no
 #             --nodelist.
-#   term      TERM (scancel) while the script is still setting up: no step starts, the attempt
-#             is recorded as terminated.
+#   term      TERM (scancel) while the supervisor is still setting up: no step starts, the
+#             attempt is recorded as terminated; term-early: the same with the TERM before the
+#             script hands over to the supervisor.
 #   breaker   the fifth attempt in a row without a new checkpoint is not requeued (no_progress);
 #   progress  the same history, but this attempt commits one: requeued.
 #   credit    histories where an earlier attempt committed a checkpoint: that attempt counts as
@@ -66,7 +67,7 @@ case "\$1 \$2" in
       # scancel's TERM reaches the script while it waits for this answer.
       pid=\$\$
       while pid=\$(awk '/^PPid:/ {print \$2}' /proc/\$pid/status) && (( pid > 1 )); do
-        [[ \$(tr '\\0' ' ' < /proc/\$pid/cmdline) == "bash job.sbatch " ]] && { kill -TERM \$pid; break; }
+        [[ \$(tr '\\0' ' ' < /proc/\$pid/cmdline) == *" supervise "* ]] && { kill -TERM \$pid; break; }
       done
       sleep 0.5
     fi
@@ -74,6 +75,18 @@ case "\$1 \$2" in
   "show config") echo "SlurmdPort              = $port" ;;
   *) echo "\$*" >> "\$RUN/scontrol.calls" ;;
 esac
+SH
+# date: with TERM_BEFORE_HANDOVER, scancel's TERM reaches the script while it still sets up,
+# before it hands over to the supervisor (its "date" for the attempt's start time).
+cat > "$work/bin/date" <<'SH'
+#!/bin/bash
+if [[ -n ${TERM_BEFORE_HANDOVER:-} ]]; then
+  pid=$$
+  while pid=$(awk '/^PPid:/ {print $2}' /proc/$pid/status) && (( pid > 1 )); do
+    [[ $(tr '\0' ' ' < /proc/$pid/cmdline) == "bash job.sbatch " ]] && { kill -TERM $pid; break; }
+  done
+fi
+exec /bin/date "$@"
 SH
 cat > "$work/bin/squeue" <<'SH'
 #!/bin/bash
@@ -125,7 +138,7 @@ TOML
   cp "$work/$name.toml" "$work/$name/spec.toml"
   for node in "$@"; do listen "$node"; done
   (cd "$work/$name" && env -i PATH="$work/bin:/usr/bin:/bin" RUN="$work/$name" PLAY="$work/$name/play" \
-     FAKE_NODES="$FAKE_NODES" TERM_IN_SETUP="${TERM_IN_SETUP:-}" HPCTRAIN_HANG_GRACE_S="${HPCTRAIN_HANG_GRACE_S:-90}" FAKE_PARTITION_NODES="${FAKE_PARTITION_NODES:-8}" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
+     FAKE_NODES="$FAKE_NODES" TERM_IN_SETUP="${TERM_IN_SETUP:-}" TERM_BEFORE_HANDOVER="${TERM_BEFORE_HANDOVER:-}" FAKE_PARTITION_NODES="${FAKE_PARTITION_NODES:-8}" SLURM_JOB_ID=4242 SLURM_JOB_NODELIST='fake[1-4]' \
      SLURMD_NODENAME=127.0.0.1 SLURM_RESTART_COUNT=0 timeout 120 bash job.sbatch \
      > "$work/$name/out" 2> "$work/$name/err")
   echo $? > "$work/$name/status"
@@ -214,11 +227,11 @@ grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/hang/srun-2.argv" 
 has hang 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .exit_status == 77 and (.detected_by | startswith("hang watchdog: hang: rank 2 (127.0.0.3) stuck at step 5")) and (.recover_s | type == "number") and .stop_s < 5'
 has hang 2 '.reason == "completed" and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1"'
 # hang-stuck: after the verdict a rank never exits (stuck in the kernel): the step is killed
-# HPCTRAIN_HANG_GRACE_S later and the node replaced all the same.
+# resilience.hang_grace_s later and the node replaced all the same.
 mkdir -p "$work/hang-stuck/play"
 echo 'verdict hang 127.0.0.4; sleep 60' > "$work/hang-stuck/play/srun-1.sh"
 echo 'started; sleep 1.5; exit 0' > "$work/hang-stuck/play/srun-2.sh"
-HPCTRAIN_HANG_GRACE_S=3 scenario hang-stuck 3 'spare_nodes = 1' "${all[@]}"
+scenario hang-stuck 3 $'spare_nodes = 1\nhang_grace_s = 3' "${all[@]}"
 grep -qx -- '--signal=KILL 4242.0' "$work/hang-stuck/scancel.calls" || check_failed "hang-stuck: the step was not killed"
 has hang-stuck 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.4" and .stop_s >= 3 and .stop_s < 15'
 has hang-stuck 2 '.reason == "completed" and .nodes == "127.0.0.2,127.0.0.3,127.0.0.1"'
@@ -310,11 +323,18 @@ TERM_IN_SETUP=1 scenario term 2 '' 127.0.0.1 127.0.0.2
 [[ -e $work/term/srun.count ]] && check_failed "term: a step was started after the TERM"
 has term 1 '.reason == "terminated" and .exit_status == 143 and .step == 0'
 [[ $(wc -l < "$work/term/attempts.jsonl") == 1 ]] || check_failed "term: ledger lines"
+# term-early: the TERM comes before the hand-over: the script passes it on.
+mkdir -p "$work/term-early/play"
+echo 'started; exit 0' > "$work/term-early/play/srun-1.sh"
+TERM_BEFORE_HANDOVER=1 scenario term-early 2 '' 127.0.0.1 127.0.0.2
+[[ $(cat "$work/term-early/status") == 143 ]] || check_failed "term-early: script exited $(cat "$work/term-early/status"): $(cat "$work/term-early/err")"
+[[ -e $work/term-early/srun.count ]] && check_failed "term-early: a step was started after the TERM"
+has term-early 1 '.reason == "terminated" and .exit_status == 143 and .step == 0'
 
 # breaker: four attempts already ended without a checkpoint; a fifth asking to be requeued (75)
 # without one is not requeued (max_attempts_without_progress = 5: no_progress). progress: the
 # same, but this attempt commits a checkpoint: requeued.
-nulls='{"reason":"failed_requeued","last_step":null}'
+nulls='{"job_id":"4240","reason":"failed_requeued","last_step":null}'
 for name in breaker progress; do
   mkdir -p "$work/$name/play"
   printf '%s\n' "$nulls" "$nulls" "$nulls" "$nulls" > "$work/$name/attempts.jsonl"
@@ -339,7 +359,7 @@ grep -qx 'requeue 4242' "$work/progress/scontrol.calls" || check_failed "progres
 #   credit-3-2   [commits 10, nothing]; this attempt nothing; max 2: two in a row, no_progress
 #   credit-3-3   the same history, max 3: two in a row, requeued
 #   credit-late  [no checkpoint, commits 10, nothing]; this attempt nothing; max 3: requeued
-committed='{"reason":"requeued","last_step":10}'
+committed='{"job_id":"4240","reason":"requeued","last_step":10}'
 declare -A history=([credit-2-2]="$committed" [credit-3-2]="$committed"$'\n'"$committed"
                     [credit-3-3]="$committed"$'\n'"$committed"
                     [credit-late]="$nulls"$'\n'"$committed"$'\n'"$committed")

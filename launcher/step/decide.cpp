@@ -1,0 +1,204 @@
+#include "step/decide.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/exit_codes.hpp"
+
+namespace hpctrain::step {
+
+Knobs knobs_from_spec(const spec::Spec& spec) {
+  Knobs k;
+  k.requeue_enabled = spec.preemption.enabled;
+  k.max_restarts = spec.preemption.max_restarts;
+  k.max_failures = spec.preemption.max_consecutive_failures;
+  k.max_no_progress = spec.preemption.max_attempts_without_progress;
+  k.train_nodes = spec.job.nodes;
+  k.tasks_per_node = spec.job.tasks_per_node;
+  k.policy = spec.resilience.policy();
+  k.max_node_losses = spec.resilience.max_node_losses;
+  k.heartbeat_timeout_s = spec.resilience.heartbeat_timeout_s;
+  k.hang_grace_s = spec.resilience.hang_grace_s;
+  k.chain = spec.preemption.chain;
+  return k;
+}
+
+int64_t consecutive_failures(const std::vector<run::Attempt>& ledger) {
+  int64_t n = 0;
+  for (auto it = ledger.rbegin(); it != ledger.rend(); ++it) {
+    if (it->reason != "failed" && it->reason != "failed_requeued") break;
+    ++n;
+  }
+  return n;
+}
+
+int64_t attempts_without_progress(const std::vector<run::Attempt>& ledger,
+                                  std::optional<int64_t> newest) {
+  int64_t n = 1;
+  for (auto it = ledger.rbegin(); it != ledger.rend(); ++it) {
+    // The newest of the run of lines equal to `newest` made the progress.
+    if (it->last_step != newest) return n - 1;
+    ++n;
+  }
+  // No line differs: the first attempt wrote the checkpoint they all end at, if there is one.
+  return newest ? n - 1 : n;
+}
+
+bool is_node_name(const std::string& name) {
+  return !name.empty() && name.find_first_not_of(
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+                              "vwxyz0123456789._-") == std::string::npos;
+}
+
+std::string join(const Nodes& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+bool contains(const Nodes& nodes, const std::string& node) {
+  return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+}
+
+Nodes earlier_lost(const std::vector<run::Attempt>& ledger, const std::string& job_id) {
+  Nodes out;
+  for (const auto& a : ledger) {
+    if (a.job_id != job_id) continue;
+    std::istringstream in(a.lost_nodes);
+    std::string node;
+    while (std::getline(in, node, ',')) {
+      if (is_node_name(node) && !contains(out, node)) out.push_back(node);
+    }
+  }
+  return out;
+}
+
+Nodes choose_nodes(const Nodes& current, const Nodes& allocation, const Nodes& lost,
+                   const std::string& batch_host, int64_t want) {
+  Nodes kept;
+  for (const auto& n : current) {
+    if (!contains(lost, n)) kept.push_back(n);
+  }
+  for (const auto& n : allocation) {
+    if (static_cast<int64_t>(kept.size()) >= want) break;
+    if (n == batch_host) continue;
+    if (!contains(lost, n) && !contains(kept, n)) kept.push_back(n);
+  }
+  if (static_cast<int64_t>(kept.size()) < want && contains(allocation, batch_host) &&
+      !contains(lost, batch_host) && !contains(kept, batch_host)) {
+    kept.push_back(batch_host);
+  }
+  return kept;
+}
+
+Avoidance avoid_earlier(const Nodes& allocation, const Nodes& earlier, const Knobs& knobs) {
+  Avoidance a;
+  int64_t usable = 0;
+  for (const auto& n : allocation) {
+    if (contains(earlier, n)) {
+      a.avoided.push_back(n);
+    } else {
+      ++usable;
+    }
+  }
+  if (a.avoided.empty()) return a;
+  if (usable >= knobs.train_nodes || (knobs.policy == spec::OnNodeLoss::kShrink && usable > 0)) {
+    a.message =
+        "hpctrain: not training on " + join(a.avoided) + ": lost in an earlier attempt of this job";
+  } else {
+    a.message = "hpctrain: training on " + join(a.avoided) +
+                " although lost in an earlier attempt: only " + std::to_string(usable) +
+                " other nodes";
+    a.to_stderr = true;
+    a.avoided.clear();
+  }
+  return a;
+}
+
+bool recovers(const Knobs& knobs, int64_t losses, size_t chosen) {
+  if (knobs.policy == spec::OnNodeLoss::kRequeue || losses > knobs.max_node_losses) return false;
+  if (static_cast<int64_t>(chosen) == knobs.train_nodes) return true;
+  return knobs.policy == spec::OnNodeLoss::kShrink && chosen > 0;
+}
+
+bool is_requeue(const std::string& reason) {
+  return reason == "requeued" || reason == "failed_requeued" || reason == "node_lost_requeued";
+}
+
+std::string end_reason(const Knobs& knobs, const Ending& e) {
+  const bool may_restart = knobs.requeue_enabled && e.restart < knobs.max_restarts;
+  std::string reason;
+  if (e.terminated) {
+    reason = "terminated";
+  } else if (e.node_lost) {
+    // Not the run's fault: no failure is counted.
+    reason = may_restart ? "node_lost_requeued" : "failed";
+  } else if (e.status == 0) {
+    reason = "completed";
+  } else if (e.status == kExitRequeue) {
+    reason = may_restart ? "requeued" : "restart_limit";
+  } else {
+    reason = may_restart && e.failures < knobs.max_failures ? "failed_requeued" : "failed";
+  }
+  // The no-progress breaker: rather than requeue forever a job that commits no new checkpoint.
+  if (is_requeue(reason) && knobs.max_no_progress > 0 && e.stalled &&
+      *e.stalled >= knobs.max_no_progress) {
+    reason = "no_progress";
+  }
+  return reason;
+}
+
+bool exclusion_fits(int64_t total, size_t excluded, int64_t need) {
+  return excluded > 0 && total - static_cast<int64_t>(excluded) >= need;
+}
+
+namespace {
+
+std::string text(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The record of step `tag` among `lines` whose kind is one of `kinds`, the last one.
+std::optional<nlohmann::json> last_record(const std::vector<std::string>& lines,
+                                          const std::string& tag,
+                                          std::initializer_list<const char*> kinds) {
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const auto j = nlohmann::json::parse(*it, nullptr, false);
+    if (!j.is_object() || text(j, "tag") != tag) continue;
+    const std::string kind = text(j, "kind");
+    for (const char* k : kinds) {
+      if (kind == k) return j;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Verdict> find_verdict(const std::vector<std::string>& lines, const std::string& tag) {
+  const auto j = last_record(lines, tag, {"hang", "evict"});
+  if (!j) return std::nullopt;
+  Verdict v;
+  v.kind = (*j)["kind"].get<std::string>();
+  if (j->contains("hosts") && (*j)["hosts"].is_array()) {
+    for (const auto& h : (*j)["hosts"]) {
+      if (h.is_string() && is_node_name(h.get<std::string>())) v.hosts.push_back(h);
+    }
+  }
+  if (j->contains("wall_time") && (*j)["wall_time"].is_number()) v.wall_time = (*j)["wall_time"];
+  for (const char c : text(*j, "message")) {
+    if (c != '"' && c != '\\' && v.message.size() < 240) v.message += c;
+  }
+  return v;
+}
+
+std::optional<double> find_started(const std::vector<std::string>& lines, const std::string& tag) {
+  const auto j = last_record(lines, tag, {"started"});
+  if (!j || !j->contains("wall_time") || !(*j)["wall_time"].is_number()) return std::nullopt;
+  return (*j)["wall_time"].get<double>();
+}
+
+}  // namespace hpctrain::step

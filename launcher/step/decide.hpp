@@ -1,0 +1,99 @@
+// The step supervisor's decisions (docs/resilience.md, docs/preemption.md), as pure functions of
+// the ledger, the allocation and what the step left behind: which nodes a step trains on, whether
+// a job attempt is requeued, counted as failed or stopped by the no-progress breaker, which nodes
+// it excludes. The supervisor (supervisor.hpp) gathers the facts and carries the decisions out.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "run/run_dir.hpp"
+#include "spec/spec.hpp"
+
+namespace hpctrain::step {
+
+using Nodes = std::vector<std::string>;
+
+// What the supervisor needs of the spec, with the exit statuses of the protocol.
+struct Knobs {
+  bool requeue_enabled = false;
+  int64_t max_restarts = 0, max_failures = 0, max_no_progress = 0;
+  int64_t train_nodes = 1, tasks_per_node = 1;
+  spec::OnNodeLoss policy = spec::OnNodeLoss::kRequeue;
+  int64_t max_node_losses = 0, heartbeat_timeout_s = 10, hang_grace_s = 90;
+  bool chain = false;  // submit the next job of a chain where requeue is refused
+};
+Knobs knobs_from_spec(const spec::Spec& spec);
+
+// Failed attempts at the end of the ledger (reason failed or failed_requeued): the ones that count
+// against preemption.max_consecutive_failures. Any other line ends the chain.
+int64_t consecutive_failures(const std::vector<run::Attempt>& ledger);
+
+// Attempts in a row, the one ending now included, that ended without a new committed checkpoint
+// (`newest` is the newest now): a line made progress when its last_step differs from the one
+// before it; the first attempt made progress when it left a checkpoint at all.
+int64_t attempts_without_progress(const std::vector<run::Attempt>& ledger,
+                                  std::optional<int64_t> newest);
+
+// The nodes lost, hung or evicted in earlier attempts of job `job_id` (the ledger's lost_nodes),
+// in order, each once.
+Nodes earlier_lost(const std::vector<run::Attempt>& ledger, const std::string& job_id);
+
+// The nodes a step trains on: at most `want`, first those of `current` not lost, then the
+// allocation's in order, the batch host last (losing it ends the job: it is the spare used last).
+Nodes choose_nodes(const Nodes& current, const Nodes& allocation, const Nodes& lost,
+                   const std::string& batch_host, int64_t want);
+
+// Nodes lost in earlier attempts that Slurm placed this attempt on again: kept out (`avoided`,
+// added to the lost nodes) while enough others are left for the step (with shrink: any), else
+// used; `message` says which, empty when none of them is in the allocation.
+struct Avoidance {
+  Nodes avoided;
+  std::string message;
+  bool to_stderr = false;
+};
+Avoidance avoid_earlier(const Nodes& allocation, const Nodes& earlier, const Knobs& knobs);
+
+// After a node loss: whether the run goes on in this allocation on `chosen` (the nodes left),
+// the `losses`-th loss of this attempt.
+bool recovers(const Knobs& knobs, int64_t losses, size_t chosen);
+
+// How a job attempt ended: the ledger's reason.
+struct Ending {
+  bool terminated = false;  // TERM came (scancel, time limit) or the job is no longer RUNNING
+  bool node_lost = false;   // a node was lost and the run could not go on in the allocation
+  int status = 0;           // the step's exit status
+  int64_t restart = 0;      // SLURM_RESTART_COUNT
+  int64_t failures = 0;     // consecutive_failures of the ledger before this attempt
+  std::optional<int64_t> stalled;  // attempts_without_progress, once known
+};
+std::string end_reason(const Knobs& knobs, const Ending& ending);
+// Whether `reason` requeues the job.
+bool is_requeue(const std::string& reason);
+
+// Whether the job's ExcNodeList may take `excluded` nodes: not when the partition (`total` nodes)
+// would be left with fewer than the job needs (it would pend forever).
+bool exclusion_fits(int64_t total, size_t excluded, int64_t need);
+
+// The verdicts the workers leave in metrics.jsonl for a step (its tag "RESTART.STEP").
+struct Verdict {
+  std::string kind;  // "hang" or "evict"
+  Nodes hosts;
+  double wall_time = 0;
+  std::string message;  // without quotes and backslashes, at most 240 characters
+};
+// The last hang or evict record of step `tag` among `lines`.
+std::optional<Verdict> find_verdict(const std::vector<std::string>& lines, const std::string& tag);
+// The wall time of step `tag`'s "started" record (its first training step).
+std::optional<double> find_started(const std::vector<std::string>& lines, const std::string& tag);
+
+// A node name as Slurm prints it, safe to pass on: letters, digits, '.', '_', '-'.
+bool is_node_name(const std::string& name);
+// "a,b,c".
+std::string join(const Nodes& nodes);
+bool contains(const Nodes& nodes, const std::string& node);
+
+}  // namespace hpctrain::step

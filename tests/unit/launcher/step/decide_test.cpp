@@ -1,0 +1,173 @@
+// The step supervisor's decisions as pure functions (launcher/step/decide.hpp): the failure chain,
+// the no-progress count with an attempt's own checkpoint as progress, the nodes a step trains on,
+// the avoidance of nodes lost earlier, recovery after a loss, the ledger's reasons and the
+// verdicts read from metrics.jsonl.
+#include <gtest/gtest.h>
+
+#include "common/exit_codes.hpp"
+#include "step/decide.hpp"
+
+namespace hpctrain::step {
+namespace {
+
+run::Attempt line(const std::string& reason, std::optional<int64_t> last_step = std::nullopt,
+                  const std::string& job = "7", const std::string& lost = "") {
+  run::Attempt a;
+  a.job_id = job;
+  a.reason = reason;
+  a.last_step = last_step;
+  a.lost_nodes = lost;
+  return a;
+}
+
+Knobs knobs() {
+  Knobs k;
+  k.requeue_enabled = true;
+  k.max_restarts = 10;
+  k.max_failures = 2;
+  k.max_no_progress = 0;
+  k.train_nodes = 3;
+  k.tasks_per_node = 2;
+  k.policy = spec::OnNodeLoss::kReplace;
+  k.max_node_losses = 2;
+  return k;
+}
+
+TEST(StepDecide, ConsecutiveFailuresEndAtAnyOtherLine) {
+  EXPECT_EQ(consecutive_failures({}), 0);
+  EXPECT_EQ(consecutive_failures({line("failed"), line("failed_requeued")}), 2);
+  // A node lost breaks the chain: [failed, failed, node lost] has none at the end.
+  EXPECT_EQ(consecutive_failures({line("failed"), line("failed"), line("node_lost_requeued")}), 0);
+  EXPECT_EQ(consecutive_failures({line("node_lost_requeued"), line("failed"), line("failed")}), 2);
+  EXPECT_EQ(consecutive_failures({line("failed"), line("requeued"), line("failed_requeued")}), 1);
+}
+
+TEST(StepDecide, AttemptsWithoutProgressCountTheFirstCommitAsProgress) {
+  // No checkpoint ever: every attempt, this one included, went without.
+  EXPECT_EQ(attempts_without_progress({}, std::nullopt), 1);
+  const auto none = line("failed_requeued");
+  EXPECT_EQ(attempts_without_progress({none, none, none, none}, std::nullopt), 5);
+  // This attempt commits one: progress.
+  EXPECT_EQ(attempts_without_progress({none, none, none, none}, 10), 0);
+  // The first attempt committed 10, nothing since: the ones after it count.
+  const auto at10 = line("requeued", 10);
+  EXPECT_EQ(attempts_without_progress({at10}, 10), 1);
+  EXPECT_EQ(attempts_without_progress({at10, at10}, 10), 2);
+  EXPECT_EQ(attempts_without_progress({none, at10, at10}, 10), 2);
+  // A first attempt that left a checkpoint made progress itself.
+  EXPECT_EQ(attempts_without_progress({}, 10), 0);
+}
+
+TEST(StepDecide, EarlierLostNodesOfThisJobOnly) {
+  const std::vector<run::Attempt> ledger = {line("node_lost", 1, "7", "n2,n3"),
+                                            line("node_lost", 1, "8", "n9"),
+                                            line("node_lost_requeued", 1, "7", "n3,bad name,n4")};
+  EXPECT_EQ(earlier_lost(ledger, "7"), (Nodes{"n2", "n3", "n4"}));
+  EXPECT_EQ(earlier_lost(ledger, "8"), (Nodes{"n9"}));
+  EXPECT_TRUE(earlier_lost(ledger, "9").empty());
+}
+
+TEST(StepDecide, ChooseNodesKeepsTheHealthyAndTakesTheBatchHostLast) {
+  const Nodes allocation = {"b", "n1", "n2", "n3"};
+  EXPECT_EQ(choose_nodes({}, allocation, {}, "b", 3), (Nodes{"n1", "n2", "n3"}));
+  // n2 lost: the step keeps n1, n3 and takes the batch host as the spare.
+  EXPECT_EQ(choose_nodes({"n1", "n2", "n3"}, allocation, {"n2"}, "b", 3), (Nodes{"n1", "n3", "b"}));
+  // Two lost, no spare left: what remains.
+  EXPECT_EQ(choose_nodes({"n1", "n3", "b"}, allocation, {"n2", "n3"}, "b", 3), (Nodes{"n1", "b"}));
+  // The batch host outside the allocation is never taken.
+  EXPECT_EQ(choose_nodes({}, {"n1", "n2"}, {}, "b", 3), (Nodes{"n1", "n2"}));
+}
+
+TEST(StepDecide, AvoidEarlierWhileEnoughOthersAreLeft) {
+  auto k = knobs();
+  auto a = avoid_earlier({"b", "n1", "n2", "n3"}, {"n2"}, k);
+  EXPECT_EQ(a.avoided, (Nodes{"n2"}));
+  EXPECT_EQ(a.message, "hpctrain: not training on n2: lost in an earlier attempt of this job");
+  EXPECT_FALSE(a.to_stderr);
+  // Only two others for three nodes: used all the same.
+  a = avoid_earlier({"b", "n1", "n2"}, {"n2"}, k);
+  EXPECT_TRUE(a.avoided.empty());
+  EXPECT_EQ(a.message,
+            "hpctrain: training on n2 although lost in an earlier attempt: only 2 other nodes");
+  EXPECT_TRUE(a.to_stderr);
+  // With shrink any node left will do.
+  k.policy = spec::OnNodeLoss::kShrink;
+  EXPECT_EQ(avoid_earlier({"b", "n1", "n2"}, {"n2"}, k).avoided, (Nodes{"n2"}));
+  // Not in the allocation: nothing to say.
+  EXPECT_TRUE(avoid_earlier({"b", "n1"}, {"n7"}, k).message.empty());
+}
+
+TEST(StepDecide, RecoveryNeedsAFullStepUnlessShrinking) {
+  auto k = knobs();
+  EXPECT_TRUE(recovers(k, 1, 3));
+  EXPECT_FALSE(recovers(k, 1, 2));
+  EXPECT_FALSE(recovers(k, 3, 3)) << "past max_node_losses";
+  k.policy = spec::OnNodeLoss::kShrink;
+  EXPECT_TRUE(recovers(k, 1, 2));
+  EXPECT_FALSE(recovers(k, 1, 0));
+  k.policy = spec::OnNodeLoss::kRequeue;
+  EXPECT_FALSE(recovers(k, 1, 3));
+}
+
+TEST(StepDecide, EndReasons) {
+  auto k = knobs();
+  const auto reason = [&](Ending e) { return end_reason(k, e); };
+  EXPECT_EQ(reason({true, false, 143, 0, 0, 1}), "terminated");
+  EXPECT_EQ(reason({true, true, 76, 0, 0, 1}), "terminated");
+  EXPECT_EQ(reason({false, true, 76, 0, 0, 1}), "node_lost_requeued");
+  EXPECT_EQ(reason({false, true, 76, 10, 0, 1}), "failed") << "restart limit";
+  EXPECT_EQ(reason({false, false, 0, 0, 5, 1}), "completed");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 1}), "requeued");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 10, 0, 1}), "restart_limit");
+  EXPECT_EQ(reason({false, false, 1, 0, 1, 1}), "failed_requeued");
+  EXPECT_EQ(reason({false, false, 1, 0, 2, 1}), "failed") << "max_consecutive_failures";
+  k.requeue_enabled = false;
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 1}), "restart_limit");
+  EXPECT_EQ(reason({false, false, 1, 0, 0, 1}), "failed");
+  // The breaker stops a requeue, and nothing else.
+  k = knobs();
+  k.max_no_progress = 3;
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 2}), "requeued");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 3}), "no_progress");
+  EXPECT_EQ(reason({false, true, 76, 0, 0, 3}), "no_progress");
+  EXPECT_EQ(reason({false, false, 0, 0, 0, 9}), "completed");
+  EXPECT_EQ(reason({false, false, 1, 0, 2, 9}), "failed");
+  EXPECT_TRUE(is_requeue("failed_requeued"));
+  EXPECT_FALSE(is_requeue("no_progress"));
+}
+
+TEST(StepDecide, ExclusionMustLeaveThePartitionEnoughNodes) {
+  EXPECT_TRUE(exclusion_fits(8, 1, 4));
+  EXPECT_FALSE(exclusion_fits(4, 1, 4));
+  EXPECT_TRUE(exclusion_fits(5, 1, 4));
+  EXPECT_FALSE(exclusion_fits(8, 0, 4)) << "nothing to exclude";
+  EXPECT_FALSE(exclusion_fits(0, 1, 4)) << "sinfo did not answer";
+}
+
+TEST(StepDecide, VerdictsOfThisStepOnly) {
+  const std::vector<std::string> lines = {
+      R"({"kind":"hang","tag":"0.0","hosts":["n1"],"wall_time":5.5,"message":"old"})",
+      "not json",
+      R"({"kind":"train","tag":"1.0","step":3})",
+      R"({"kind":"started","tag":"1.0","wall_time":100.25})",
+      R"({"kind":"evict","tag":"1.0","hosts":["n2","bad name"],"wall_time":7,)"
+      R"("message":"evict: rank 2 (n2) \"slow\" \\ at step 5"})",
+      R"({"kind":"hang","tag":7,"hosts":["n3"]})"};
+  const auto v = find_verdict(lines, "1.0");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->kind, "evict");
+  EXPECT_EQ(v->hosts, (Nodes{"n2"}));
+  EXPECT_DOUBLE_EQ(v->wall_time, 7);
+  EXPECT_EQ(v->message, "evict: rank 2 (n2) slow  at step 5");
+  EXPECT_EQ(find_verdict(lines, "0.0")->message, "old");
+  EXPECT_FALSE(find_verdict(lines, "2.0"));
+  EXPECT_DOUBLE_EQ(find_started(lines, "1.0").value(), 100.25);
+  EXPECT_FALSE(find_started(lines, "0.0"));
+  // A long message is cut at 240 characters.
+  const std::string longer =
+      R"({"kind":"hang","tag":"3.1","message":")" + std::string(300, 'x') + R"("})";
+  EXPECT_EQ(find_verdict({longer}, "3.1")->message.size(), 240u);
+}
+
+}  // namespace
+}  // namespace hpctrain::step

@@ -1,0 +1,271 @@
+// The step supervisor's sequences against a fake Slurm (launcher/step/supervisor.hpp): a fake
+// Cluster answers for scontrol, sinfo, squeue and the slurmd probes and records what was asked;
+// a stand-in srun first on PATH plays each step from RUN/play-N.sh and records its argv and
+// environment. sbatch_node_loss runs the same through the rendered script with every branch.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "common/exit_codes.hpp"
+#include "step/supervisor.hpp"
+#include "support/test_util.hpp"
+
+namespace hpctrain::step {
+namespace {
+
+using test::read_text;
+using test::TempDir;
+using test::write_text;
+
+constexpr const char* kSrun = R"(#!/bin/bash
+n=$(( $(cat "$RUN/srun.count" 2>/dev/null || echo 0) + 1 ))
+echo "$n" > "$RUN/srun.count"
+printf '%s\n' "$@" > "$RUN/srun-$n.argv"
+echo "$HPCTRAIN_WORLD_SIZE $HPCTRAIN_STEP_TAG" > "$RUN/srun-$n.env"
+source "$RUN/play-$n.sh"
+)";
+
+class FakeCluster : public Cluster {
+ public:
+  Nodes allocation = {"b", "n1", "n2", "n3"};
+  int64_t partition_size = 8;
+  std::string state = "RUNNING";
+  bool requeue_ok = true;
+  std::string run_dir;  // a node N is lost (refused) while RUN/lost-N exists
+  std::vector<std::string> calls;
+
+  Nodes hostnames(const std::string&) override { return allocation; }
+  std::optional<int> slurmd_port() override { return 6818; }
+  int64_t partition_nodes(const std::string&) override { return partition_size; }
+  std::vector<std::string> step_ids(const std::string& job) override { return {job + ".0"}; }
+  void kill_step(const std::string& id) override { calls.push_back("kill " + id); }
+  std::string job_state(const std::string&) override { return state; }
+  bool requeue(const std::string& job, std::string*) override {
+    calls.push_back("requeue " + job);
+    return requeue_ok;
+  }
+  bool exclude(const std::string& job, const std::string& list) override {
+    calls.push_back("exclude " + job + " " + list);
+    return true;
+  }
+  std::optional<std::string> submit_next(const std::string& job,
+                                         const std::filesystem::path& script, int64_t restart,
+                                         const std::string& exclude, std::string*) override {
+    calls.push_back("submit after " + job + " restart " + std::to_string(restart) + " exclude [" +
+                    exclude + "] " + script.filename().string());
+    return next_job;
+  }
+  std::optional<std::string> next_job = "8";
+  std::vector<std::pair<std::string, std::string>> probe(const Nodes& nodes, int,
+                                                         std::chrono::milliseconds) override {
+    std::vector<std::pair<std::string, std::string>> dead;
+    for (const auto& n : nodes) {
+      if (test::fs::exists(run_dir + "/lost-" + n)) dead.emplace_back(n, "refused");
+    }
+    return dead;
+  }
+};
+
+class Supervise : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_text(dir_ / "bin" / "srun", kSrun);
+    test::fs::permissions(dir_ / "bin" / "srun", test::fs::perms::owner_all);
+    const char* path = std::getenv("PATH");
+    saved_path_ = path ? path : "";
+    ::setenv("PATH", (dir_.file("bin") + ":" + saved_path_).c_str(), 1);
+    ::setenv("RUN", run_dir().c_str(), 1);
+    cluster_.run_dir = run_dir();
+    g_terminated = 0;
+    spec_.job.nodes = 3;
+    spec_.job.tasks_per_node = 2;
+    spec_.job.cpus_per_task = 1;
+    spec_.job.worker = "/opt/worker";
+    spec_.preemption.enabled = true;
+    spec_.preemption.max_restarts = 5;
+    spec_.preemption.max_consecutive_failures = 3;
+    spec_.resilience.spare_nodes = 1;
+    spec_.resilience.on_node_loss = spec::OnNodeLoss::kAuto;
+    spec_.resilience.max_node_losses = 2;
+    spec_.resilience.heartbeat_timeout_s = 2;
+    spec_.resilience.hang_grace_s = 90;
+  }
+  void TearDown() override {
+    ::setenv("PATH", saved_path_.c_str(), 1);
+    g_terminated = 0;
+  }
+
+  std::string run_dir() const { return dir_.file("run"); }
+  void play(int n, const std::string& text) {
+    write_text(dir_ / "run" / ("play-" + std::to_string(n) + ".sh"), text);
+  }
+  int run() {
+    AttemptContext c;
+    c.task_dir = run_dir();
+    c.spec_file = run_dir() + "/spec.toml";
+    c.job = "7";
+    c.slurm_job_id = "7";
+    c.nodes = "b,n[1-3]";
+    c.started = "2026-11-26T00:00:00Z";
+    c.batch_host = "b";
+    c.partition = "p";
+    c.job_nodes = 4;
+    return supervise(c, spec_, cluster_);
+  }
+  std::vector<nlohmann::json> ledger() const {
+    std::vector<nlohmann::json> out;
+    std::istringstream in(read_text(dir_ / "run" / "attempts.jsonl"));
+    std::string line;
+    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+    return out;
+  }
+  std::string argv(int n) const {
+    return read_text(dir_ / "run" / ("srun-" + std::to_string(n) + ".argv"));
+  }
+
+  TempDir dir_;
+  std::string saved_path_;
+  FakeCluster cluster_;
+  spec::Spec spec_;
+};
+
+TEST_F(Supervise, CompletedStepOnTheChosenNodes) {
+  play(1, "exit 0");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["reason"], "completed");
+  EXPECT_EQ(l[0]["world_size"], 6);
+  EXPECT_EQ(l[0]["nodes"], "n1,n2,n3");
+  EXPECT_EQ(l[0]["job_id"], "7");
+  EXPECT_TRUE(l[0]["last_step"].is_null());
+  EXPECT_EQ(argv(1),
+            "--kill-on-bad-exit=1\n--nodes=3\n--ntasks=6\n--ntasks-per-node=2\n"
+            "--nodelist=n1,n2,n3\n--cpus-per-task=1\n/opt/worker\n--spec\n" +
+                run_dir() + "/spec.toml\n");
+  EXPECT_EQ(read_text(dir_ / "run" / "srun-1.env"), "6 0.0\n");
+  EXPECT_TRUE(cluster_.calls.empty());
+}
+
+TEST_F(Supervise, RequeuedAfterACheckpointAndRefusedRequeueKeepsTheStatus) {
+  play(1,
+       "mkdir -p \"$RUN/checkpoints/step-000000012\"; : > "
+       "\"$RUN/checkpoints/step-000000012/manifest.json\"; exit 75");
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(ledger().back()["reason"], "requeued");
+  EXPECT_EQ(ledger().back()["last_step"], 12);
+  // The cluster refuses: the job ends with the worker's status, the ledger still says requeued.
+  cluster_.requeue_ok = false;
+  test::fs::remove(dir_ / "run" / "srun.count");
+  EXPECT_EQ(run(), kExitRequeue);
+  EXPECT_EQ(ledger().size(), 2u);
+}
+
+// Where Slurm refuses the requeue (JobRequeue=0, --no-requeue, a partition that forbids it), the
+// next job of a chain continues the run: submitted after this one, counting its attempts on, the
+// nodes lost so far excluded; submissions.jsonl names it, so status and cancel follow the run.
+TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
+  cluster_.requeue_ok = false;
+  spec_.preemption.chain = true;
+  spec_.resilience.max_node_losses = 0;
+  play(1, "touch \"$RUN/lost-n2\"; exit 76");
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{
+                                "requeue 7", "submit after 7 restart 1 exclude [n2] job.sbatch"}));
+  EXPECT_EQ(ledger().back()["reason"], "node_lost_requeued");
+  const auto last = run::last_submission(run_dir());
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->job_id, "8");
+  EXPECT_EQ(last->chained_from, "7");
+  // sbatch refused too: the job ends with its status, saying so.
+  cluster_.calls.clear();
+  cluster_.next_job.reset();
+  play(1, "exit 75");
+  test::fs::remove(dir_ / "run" / "srun.count");
+  EXPECT_EQ(run(), kExitRequeue);
+  // With preemption.chain off, or in an array, no chain.
+  spec_.preemption.chain = false;
+  cluster_.calls.clear();
+  test::fs::remove(dir_ / "run" / "srun.count");
+  EXPECT_EQ(run(), kExitRequeue);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+}
+
+TEST_F(Supervise, LostNodeReplacedByTheBatchHost) {
+  play(1, "touch \"$RUN/lost-n2\"; sleep 30");
+  play(2, "rm -f \"$RUN/lost-n2\"; exit 0");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0]["reason"], "node_lost");
+  EXPECT_EQ(l[0]["cause"], "refused");
+  EXPECT_EQ(l[0]["lost_nodes"], "n2");
+  EXPECT_EQ(l[0]["added_nodes"], "b");
+  EXPECT_EQ(l[0]["nodes"], "n1,n2,n3");
+  EXPECT_EQ(l[0]["exit_status"], 137) << "srun killed 3 s after the step's tasks";
+  EXPECT_LT(l[0]["stop_s"].get<double>(), 10);
+  EXPECT_TRUE(l[0].contains("recover_s"));
+  EXPECT_EQ(l[1]["reason"], "completed");
+  EXPECT_EQ(l[1]["nodes"], "n1,n3,b");
+  EXPECT_EQ(l[1]["step"], 1);
+  EXPECT_NE(argv(2).find("--nodelist=n1,n3,b\n--overlap\n"), std::string::npos) << argv(2);
+  EXPECT_EQ(read_text(dir_ / "run" / "srun-2.env"), "6 0.1\n");
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"kill 7.0"}));
+}
+
+TEST_F(Supervise, LossPastTheLimitRequeuesWithTheNodeExcludedIfThePartitionAllows) {
+  spec_.resilience.max_node_losses = 0;
+  play(1, "touch \"$RUN/lost-n2\"; exit 76");
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7", "exclude 7 n2"}));
+  auto l = ledger();
+  EXPECT_EQ(l.back()["reason"], "node_lost_requeued");
+  EXPECT_EQ(l.back()["excluded"], "n2");
+  EXPECT_EQ(l.back()["exit_status"], kExitPeerLost);
+  // A partition of 4 nodes for a job of 4: excluding one would leave it pending forever.
+  cluster_.calls.clear();
+  cluster_.partition_size = 4;
+  test::fs::remove(dir_ / "run" / "srun.count");
+  test::fs::remove(dir_ / "run" / "attempts.jsonl");  // else n2 is avoided as lost before
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_FALSE(ledger().back().contains("excluded"));
+}
+
+TEST_F(Supervise, TerminatedBeforeTheStepOrWhileItStarted) {
+  play(1, "exit 0");
+  g_terminated = 1;
+  EXPECT_EQ(run(), 143);
+  EXPECT_FALSE(test::fs::exists(dir_ / "run" / "srun.count")) << "a step started after TERM";
+  EXPECT_EQ(ledger().back()["reason"], "terminated");
+  // srun returned 0, but the job is no longer RUNNING: it is being cancelled.
+  g_terminated = 0;
+  cluster_.state = "COMPLETING";
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(ledger().back()["reason"], "terminated");
+  EXPECT_TRUE(cluster_.calls.empty());
+}
+
+TEST_F(Supervise, SetupFailureLine) {
+  AttemptContext c;
+  c.task_dir = run_dir();
+  c.job = "9_2";
+  c.array_task = 2;
+  c.nodes = "?";
+  c.started = "2026-11-26T00:00:00Z";
+  c.restart = 3;
+  test::fs::create_directories(run_dir());
+  record_setup_failure(c, 2, "setup_failed", 6);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["reason"], "setup_failed");
+  EXPECT_EQ(l[0]["array_task_id"], 2);
+  EXPECT_EQ(l[0]["restart"], 3);
+  EXPECT_EQ(l[0]["world_size"], 6);
+  EXPECT_EQ(l[0]["exit_status"], 2);
+}
+
+}  // namespace
+}  // namespace hpctrain::step
