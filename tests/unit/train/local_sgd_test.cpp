@@ -168,7 +168,9 @@ TEST(LocalSgd, RestoredStateTakesItsParametersLayout) {
                     {"anchor.w", torch::ones({2, 3, 2, 2})},
                     {"momentum.w", torch::ones({2, 3, 2, 2})}});
     for (const auto& [name, t] : sgd.state()) {
-      if (t.dim() > 0) EXPECT_EQ(t.strides(), w.strides()) << name;
+      if (t.dim() > 0) {
+        EXPECT_EQ(t.strides(), w.strides()) << name;
+      }
     }
   });
 }

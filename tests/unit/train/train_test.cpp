@@ -383,8 +383,10 @@ TEST(Restore, RestoredTensorsTakeTheLiveTensorsDeviceDtypeSizesAndStrides) {
                        {{"w.step", at::scalar_tensor(3, at::kLong)},
                         {"w.exp_avg", torch::ones({4, 3, 2, 2})},
                         {"w.exp_avg_sq", torch::ones({4, 3, 2, 2})}});
-  for (const auto& [name, t] : optimizer_state(*adamw, {{"w", w}})) {
-    if (t.dim() > 0) EXPECT_EQ(t.strides(), w.strides()) << name;
+  for (const auto& [name, state] : optimizer_state(*adamw, {{"w", w}})) {
+    if (state.dim() > 0) {
+      EXPECT_EQ(state.strides(), w.strides()) << name;
+    }
   }
 }
 
