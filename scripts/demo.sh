@@ -7,7 +7,7 @@
 #
 # While it trains, the job is preempted twice, as a cluster would (docs/preemption.md): once the
 # checkpoint at step 200 is committed, `scancel --signal=USR2` (the ranks agree on a step,
-# checkpoint it and exit 75; the batch script requeues the job); once the resumed attempt has
+# checkpoint it and exit 75; the step supervisor requeues the job); once the resumed attempt has
 # committed step 400, `scontrol requeue` (Slurm sends the ranks SIGTERM, SIGKILL after its
 # KillWait; they checkpoint in between if they can, and the next attempt resumes from the last
 # committed checkpoint either way). No step from the user in between: each attempt resumes where a
