@@ -13,15 +13,28 @@
 #   fp16-hdf5, bf16-hdf5
 #                    one HDF5 file of random 224x224 images, augment none: ours through its
 #                    loader; the peer through a pinned DataLoader (peer_train.py gpu)
+#   compile          (opt-in, not in the default ROWS: an estimated 4-5 minutes on an H200, too
+#                    many beside the default rows in a device session; README) one table, for each
+#                    model of COMPILE_MODELS (ARCH:SIZE:BATCH; resnet20:32:128 resnet50:224:256
+#                    alexnet:224:256): ours as fp16-synthetic runs it, with that model, size and
+#                    batch, against the peer on images made once on the GPU, AMP + GradScaler,
+#                    channels_last, fused SGD, in each of COMPILE_MODES (none default
+#                    reduce-overhead: eager, torch.compile, torch.compile with CUDA graphs), the
+#                    warm-up (COMPILE_WARMUP steps, 20: compilation included, each peer with an
+#                    empty inductor cache) timed apart. compile-ARCH runs one model's rows.
 # images/s, ours: the median of the log windows after the first (10 steps each); the peer's: the
-# same windows for jpeg, the timed steps after 10 warm-up steps for the others. Also the ratio,
-# the peak GPU memory in use (nvidia-smi every 200 ms: the whole process, CUDA context included,
-# both sides alike), peak host RSS, and for jpeg the windows' images over their time ("overall")
-# and the peer's GPU busy share (CUDA events; README says why not nvidia-smi's utilisation).
+# same windows for jpeg, the timed steps after 10 warm-up steps (compile: COMPILE_WARMUP) for the
+# others. Also the ratio, the peak GPU memory in use (nvidia-smi every 200 ms: the whole process,
+# CUDA context included, both sides alike), peak host RSS, and for jpeg the windows' images over
+# their time ("overall") and the peer's GPU busy share (CUDA events; README says why not
+# nvidia-smi's utilisation).
 #   bench/train/gpu.sh BUILD_DIR
 # STEPS (60), JPEG_STEPS (100), EVERY (10: steps a window), WORKERS (nproc - 2), THREADS (2), JPEG_DIR (jpeg_data.sh's DIR;
 # made in a temporary directory when unset), TIMES (a file each part's seconds are appended to).
-# DEVICE=cpu runs the jpeg row without a GPU as a smoke test (ARCH, SIZE, BATCH, PRECISION).
+# PRECISION (fp16): the jpeg and compile rows'. STEPS also sets the compile rows' steps (by
+# default 300 for resnet20, 60 for the others).
+# DEVICE=cpu runs the jpeg and compile rows without a GPU as a smoke test (ARCH, SIZE, BATCH,
+# PRECISION; COMPILE_MODELS with small sizes and batches).
 # The tables go to stdout, row by row; what the runs print, to stderr.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -32,6 +45,7 @@ sampler=
 trap '[[ -n $sampler ]] && kill "$sampler" 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$root/tests/support/synthetic_spec.sh"
 steps=${STEPS:-60}
+steps_given=${STEPS:+1}
 jpeg_steps=${JPEG_STEPS:-100}
 every=${EVERY:-10}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
@@ -43,6 +57,9 @@ size=${SIZE:-224}
 batch=${BATCH:-256}
 jpeg_precision=${PRECISION:-fp16}
 times=${TIMES:-/dev/null}
+compile_models=${COMPILE_MODELS:-resnet20:32:128 resnet50:224:256 alexnet:224:256}
+compile_modes=${COMPILE_MODES:-none default reduce-overhead}
+compile_warmup=${COMPILE_WARMUP:-20}
 gpu_keys=(job.gpus_per_node=1)
 [[ $device == cpu ]] && gpu_keys=()
 
@@ -184,6 +201,52 @@ row() {  # row PRECISION SOURCE(synthetic|hdf5)
   return "$failed"
 }
 
+# compile_row ARCH SIZE BATCH: ours, then the peer in each of compile_modes; a table row each.
+compile_row() {
+  local arch=$1 size=$2 batch=$3 classes=1000 stem=imagenet n=60 samples=5120 failed=0
+  local o_ips=0 o_n=0 rest mode name line p label side
+  [[ $arch == resnet20 ]] && classes=10 stem=cifar n=300  # the CIFAR ResNets' own stem
+  [[ -n $steps_given ]] && n=$steps
+  [[ $device == cpu ]] && samples=$(( batch * 8 ))
+  label="$arch ($stem stem) ${size}x$size, batch $batch, $n steps"
+  [[ $arch == alexnet ]] && label="$arch ${size}x$size, batch $batch, $n steps"  # no stem choice
+  if ours_run "ours-c-$arch" data.synthetic_samples="$samples" data.synthetic_image_size="$size" \
+       data.augment=none model.arch="$arch" model.num_classes="$classes" \
+       train.batch_size="$batch" train.max_steps="$n" train.precision="$jpeg_precision"; then
+    read -r o_ips rest o_n <<<"$(windows "ours-c-$arch")"
+  else
+    failed=1
+  fi
+  awk -v l="$label" -v o="$o_ips" -v on="$o_n" -v m="$(gpu_mem "ours-c-$arch")" \
+    -v r="$(cat "$tmp/ours-c-$arch.rss" 2>/dev/null || echo n/a)" \
+    'BEGIN { printf "| %s | hpctrain (%d windows) | %.0f | | | %s | | %s |\n", l, on, o, m, r }'
+  for mode in $compile_modes; do
+    name=peer-c-$arch-$mode
+    # An empty inductor cache for each: compile_s is what a first run costs, and no mode reuses
+    # the kernels another one compiled.
+    line=$(TORCHINDUCTOR_CACHE_DIR=$tmp/inductor-$name TRITON_CACHE_DIR=$tmp/inductor-$name/triton \
+      peer_run "$name" "$root/bench/train/peer_train.py" synthetic --arch "$arch" --stem "$stem" \
+      --classes "$classes" --size "$size" --batch "$batch" --precision "$jpeg_precision" \
+      --channels-last --device "$device" --threads "$threads" --steps "$n" \
+      --warmup "$compile_warmup" --samples "$(( batch * 4 ))" --compile "$mode") \
+      || { line="images_per_s=0"; failed=1; }
+    rm -rf "$tmp/inductor-$name"
+    p=$(kv images_per_s "$line")
+    case $mode in none) side=eager ;; *) side="compile $mode" ;; esac
+    # More than one graph: graph breaks or recompiles; CUDA graph skips: part of the step ran
+    # without graphs (bench.log has the reasons).
+    side+=$(awk -v g="$(kv graphs "$line")" -v k="$(kv cudagraph_skips "$line")" \
+      'BEGIN { if (g > 1) printf " (graphs: %d)", g; if (k > 0) printf " (CUDA graph skips: %d)", k }')
+    awk -v l="$label" -v s="$side" -v o="$o_ips" -v q="$p" -v w="$(kv compile_s "$line")" \
+      -v m="$(gpu_mem "$name")" -v a="$(kv gpu_peak_allocated_mib "$line")" \
+      -v r="$(kv peak_rss_mib "$line")" \
+      'BEGIN { printf "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n", l, s, q,
+               (q > 0 ? sprintf("%.2f", o / q) : "n/a"), (w == "" ? "n/a" : w), m,
+               (a == "" ? "n/a" : a), (r == "" ? "n/a" : r) }'
+  done
+  return "$failed"
+}
+
 if [[ $device == cpu ]]; then
   gpu="no GPU (DEVICE=cpu smoke test)"
 else
@@ -214,6 +277,30 @@ for r in $rows; do
         echo "|---|---|---:|---:|---:|---:|---:|"
       fi
       row "${r%%-*}" "${r#*-}" || status=1
+      ;;
+    compile | compile-*)
+      if [[ -z ${compile_header_done:-} ]]; then
+        compile_header_done=1
+        echo
+        echo "torch.compile: $jpeg_precision, channels_last, synthetic data (ours: made on the host, through"
+        echo "the loader; the peers': made once on the GPU), fused SGD (ours on GPU). images/s ours: median"
+        echo "of the $every-step windows after the first; peers: the timed steps after $compile_warmup warm-up steps,"
+        echo "whose wall time (compilation and CUDA graph recording included, an empty inductor cache) is"
+        echo "the warm-up column. GPU mem: nvidia-smi's peak (the process); peer allocated: torch's peak."
+        echo "A side that counts graphs had graph breaks or recompiles; one with CUDA graph skips ran"
+        echo "part of its step outside graphs (bench.log says why)."
+        echo
+        echo "| model | side | img/s | ours / side | warm-up s | GPU mem MiB | peer allocated MiB | host peak RSS MiB |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|"
+      fi
+      found=
+      for spec in $compile_models; do
+        IFS=: read -r c_arch c_size c_batch <<<"$spec"
+        [[ $r == compile || $r == "compile-$c_arch" ]] || continue
+        found=1
+        compile_row "$c_arch" "$c_size" "$c_batch" || status=1
+      done
+      [[ -n $found ]] || { echo "gpu.sh: no model for row $r in COMPILE_MODELS" >&2; status=1; }
       ;;
     *) echo "gpu.sh: unknown row $r" >&2; status=1 ;;
   esac

@@ -3,6 +3,11 @@
 
   synthetic  one process, random images of the given size generated once (as data.synthetic),
              the same model, batch, precision, channels_last and thread count; prints images/s.
+             With --compile (none, default, reduce-overhead): the recipe of gpu.sh's compile
+             rows, what a PyTorch user gets from torch.compile: the model through
+             torch.compile(model, mode=...) (none: eager, the same recipe otherwise), fused SGD,
+             the images converted to channels_last once instead of every step; the warm-up
+             steps, compilation and CUDA graph recording included, are timed apart (compile_s).
   gpu        one process on one GPU reading an HDF5 file the way a tuned PyTorch job does: a
              DataLoader (--workers processes, pin_memory) hands uint8 HWC batches, copied with
              non_blocking and normalised on the GPU (channels_last when asked), AMP (fp16 with a
@@ -62,11 +67,24 @@ def synthetic(args):
                   stem=args.stem).to(device)
     images = torch.randn(args.samples, args.channels, args.size, args.size, device=device)
     labels = torch.randint(0, args.classes, (args.samples,), device=device)
+    recipe = args.compile is not None  # the compile rows' recipe (the docstring)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+        if recipe:  # a batch sliced from it stays channels_last: no copy per step
+            images = images.contiguous(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4,
+                          fused=True if recipe else None)
     scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "fp16")
     model.train()
+    net = model
+    if args.compile not in (None, "none"):
+        # To stderr (gpu.sh's bench.log): graph breaks, recompiles, and what CUDA graph trees
+        # recorded or skipped and why; a few lines, none in the timed steps unless they re-record.
+        torch._logging.set_logs(graph_breaks=True, recompiles=True, cudagraphs=True)
+        net = torch.compile(model, mode=args.compile)
+    # CUDA graph trees start a new iteration at each call of the compiled model once the previous
+    # backward ran, which holds here; the mark makes it explicit.
+    graphs = args.compile == "reduce-overhead" and device.type == "cuda"
     b = args.batch
     batches = args.samples // b
 
@@ -75,27 +93,40 @@ def synthetic(args):
         y = labels[(k % batches) * b:(k % batches + 1) * b]
         if args.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
         with autocast(args.precision, device.type):
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(net(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
 
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    t_warm = time.perf_counter()
     for k in range(args.warmup):
         step(k)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for k in range(args.steps):
         step(args.warmup + k)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync()
     seconds = time.perf_counter() - t0
+    extra = ""
+    if recipe:
+        extra = (f" compile={args.compile} compile_s={t0 - t_warm:.1f} warmup={args.warmup}"
+                 f" fused_sgd=1")
+        if net is not model:
+            # What dynamo compiled (1 graph: no graph break) and whether inductor left any of
+            # it out of CUDA graphs (it logs why; the row is then not all graphs).
+            from torch._dynamo.utils import counters
+            extra += (f" graphs={counters['stats']['unique_graphs']}"
+                      f" cudagraph_skips={counters['inductor']['cudagraph_skips']}")
     print(f"side=pytorch mode=synthetic arch={args.arch} batch={b} precision={args.precision} "
           f"threads={torch.get_num_threads()} steps={args.steps} "
           f"images_per_s={args.steps * b / seconds:.1f} peak_rss_mib={peak_rss_mib():.0f}"
-          f"{gpu_peak(device)}", flush=True)
+          f"{gpu_peak(device)}{extra}", flush=True)
 
 
 def gpu_peak(device):
@@ -305,6 +336,9 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--compile", choices=["none", "default", "reduce-overhead"],
+                   help="synthetic: the compile rows' recipe, through torch.compile(mode=...) "
+                        "or eager (none); unset: the plain eager peer")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--train")
     p.add_argument("--test")
