@@ -9,10 +9,13 @@ source "$here/../support/synthetic_spec.sh"
 cluster=$(dirname "$SLURM_CONF")
 trap 'cleanup; "$HPCTRAIN_MN_SCRIPT" stop "$cluster" >/dev/null 2>&1' EXIT
 
-# Nodes have a private /tmp; the build may be in /tmp (a CI clone): run a copy from /var/tmp.
+# Nodes have a private /tmp; the build may be in /tmp (a CI clone): run copies from /var/tmp, the
+# worker and hpctrain too (the batch script hands over to the hpctrain that rendered it), as a
+# site installs both where every node sees them.
 mkdir -p "$work/bin"
-cp "$WORKER" "$work/bin/"
+cp "$WORKER" "$HPCTRAIN" "$work/bin/"
 WORKER=$work/bin/$(basename "$WORKER")
+HPCTRAIN=$work/bin/$(basename "$HPCTRAIN")
 
 fresh_cluster() {
   "$HPCTRAIN_MN_SCRIPT" restart "$cluster" "$1" > "$work/cluster.log" 2>&1 ||
