@@ -345,10 +345,6 @@ std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step) {
       .count();
 }
 
-namespace {
-
-// The complete lines of the last 64 KiB of metrics.jsonl (a line still being written is not
-// complete); metrics files grow long and only the tail matters.
 std::vector<std::string> metrics_tail(const fs::path& dir) {
   std::ifstream in(dir / layout::kMetrics, std::ios::binary);
   if (!in) return {};
@@ -367,8 +363,6 @@ std::vector<std::string> metrics_tail(const fs::path& dir) {
   }
   return lines;
 }
-
-}  // namespace
 
 std::optional<std::string> last_metrics_line(const fs::path& dir) {
   const auto lines = metrics_tail(dir);

@@ -130,6 +130,9 @@ std::optional<int64_t> last_committed_step(const fs::path& dir);
 // Seconds since the manifest of checkpoint `step` was written; nullopt when it cannot be read.
 std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step);
 
+// The complete lines of the last 64 KiB of metrics.jsonl (a line still being written is not
+// complete); metrics files grow long and only the tail matters.
+std::vector<std::string> metrics_tail(const fs::path& dir);
 // The last complete line of metrics.jsonl, if any.
 std::optional<std::string> last_metrics_line(const fs::path& dir);
 // The last complete line of each kind ("train", "eval") in the tail of metrics.jsonl.

@@ -11,8 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -69,18 +67,6 @@ void pause_for(milliseconds ms) {
 
 void say(const std::string& line) { std::cout << line << std::endl; }
 void warn(const std::string& line) { std::cerr << line << std::endl; }
-
-// The last `count` lines of metrics.jsonl.
-std::vector<std::string> metrics_tail(const std::filesystem::path& dir, size_t count) {
-  std::ifstream in(dir / layout::kMetrics);
-  std::deque<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    lines.push_back(std::move(line));
-    if (lines.size() > count) lines.pop_front();
-  }
-  return {lines.begin(), lines.end()};
-}
 
 // The srun child of a step.
 class Child {
@@ -288,7 +274,7 @@ int Supervisor::watch_step(Child& srun) {
     if (srun.ended()) break;
     check_recovered();
     if (!verdict_seen) {
-      const auto v = find_verdict(metrics_tail(c_.task_dir, 20), tag());
+      const auto v = find_verdict(run::metrics_tail(c_.task_dir), tag());
       if (v && v->kind == "hang") verdict_seen = Clock::now();
     }
     if (verdict_seen && Clock::now() - *verdict_seen > std::chrono::seconds(k_.hang_grace_s)) {
@@ -319,7 +305,7 @@ void Supervisor::look_again(int status) {
     if (!dead_.empty()) detected_ms_ = stopped_ms_ = now_ms();
   }
   if (!failed()) return;
-  const auto v = find_verdict(metrics_tail(c_.task_dir, 200), tag());
+  const auto v = find_verdict(run::metrics_tail(c_.task_dir), tag());
   if (!v) return;
   for (const auto& host : v->hosts) {
     if (contains(step_nodes_, host)) dead_.emplace_back(host, v->kind == "hang" ? "hang" : "slow");
@@ -423,7 +409,7 @@ void Supervisor::stop_step(Child& srun) {
 // ends without it.
 void Supervisor::check_recovered() {
   if (!pending_loss_) return;
-  if (const auto wall = find_started(metrics_tail(c_.task_dir, 50), tag())) {
+  if (const auto wall = find_started(run::metrics_tail(c_.task_dir), tag())) {
     flush_loss(tenths(*wall - detected_ms_ / 1000.0));
   }
 }
