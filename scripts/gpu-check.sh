@@ -17,6 +17,8 @@
 #                                  bench.md (the tables), bench.log (what the runs printed). The
 #                                  benchmark gets what is left of GPU_CHECK_BUDGET_S (540) and is
 #                                  stopped there; the test logs land before it starts.
+#   scripts/gpu-check.sh bench     on the GPU machine after run (a second call, warm): the
+#                                  benchmark alone, ROWS and COMPILE_MODES as bench/train/gpu.sh's
 #   scripts/gpu-check.sh           prepare, then run when nvidia-smi sees a GPU; without one it
 #                                  checks the package list: every library the build links and
 #                                  every program it runs from the packages finds what it needs in
@@ -342,9 +344,24 @@ finish() {
   log "all steps passed; logs in $out"
 }
 
+# bench: bench/train/gpu.sh alone, on a machine where `run` built build-gpu (a second call on the
+# warm machine: ROWS and COMPILE_MODES pick the rows); its tables to $out/bench.md.
+bench_again() {
+  [[ -x build-gpu/bin/hpctrain-worker ]] || { log "no build-gpu/bin/hpctrain-worker: 'run' first"; exit 1; }
+  mkdir -p "$out"
+  unpack > /dev/null 2>&1
+  local status=0
+  TIMES=$out/summary.txt timeout -k 10 "$budget" bench/train/gpu.sh build-gpu \
+    > "$out/bench.md" 2> "$out/bench.log" || status=$?
+  cap "$out/bench.log"
+  cat "$out/bench.md" "$out/summary.txt"
+  return "$status"
+}
+
 case "${1:-auto}" in
   prepare) prepare ;;
   run) run ;;
+  bench) bench_again ;;
   auto)
     prepare
     if nvidia-smi > /dev/null 2>&1; then
@@ -355,5 +372,5 @@ case "${1:-auto}" in
       check
     fi
     ;;
-  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
