@@ -58,6 +58,60 @@ TEST(StepDecide, AttemptsWithoutProgressCountTheFirstCommitAsProgress) {
   EXPECT_EQ(attempts_without_progress({}, 10), 0);
 }
 
+// A run's attempts one after another, as the supervisor ends each: `committed[i]` is the newest
+// committed checkpoint when attempt i ended (its ledger line's last_step); every attempt was
+// preempted (exit 75). Each attempt's count of attempts without progress and its ledger reason.
+struct Ended {
+  std::vector<int64_t> stalled;
+  std::vector<std::string> reasons;
+};
+Ended walk(const std::vector<std::optional<int64_t>>& committed, int64_t max_no_progress) {
+  auto k = knobs();
+  k.max_no_progress = max_no_progress;
+  std::vector<run::Attempt> ledger;
+  Ended out;
+  for (const auto& newest : committed) {
+    const int64_t stalled = attempts_without_progress(ledger, newest);
+    const auto restart = static_cast<int64_t>(ledger.size());
+    const std::string reason = end_reason(k, {false, false, kExitRequeue, restart, 0, stalled});
+    out.stalled.push_back(stalled);
+    out.reasons.push_back(reason);
+    ledger.push_back(line(reason, newest));
+  }
+  return out;
+}
+
+using Steps = std::vector<std::optional<int64_t>>;
+using Reasons = std::vector<std::string>;
+
+// The first attempt committed step 10 and no later one did: the first made progress, each later
+// one adds one, and the breaker (3) stops the fourth attempt, not the third.
+TEST(StepDecide, NoProgressAfterTheFirstAttemptsCheckpoint) {
+  const Ended e = walk(Steps{10, 10, 10, 10}, /*max_no_progress=*/3);
+  EXPECT_EQ(e.stalled, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(e.reasons, (Reasons{"requeued", "requeued", "requeued", "no_progress"}));
+}
+
+// Every attempt committed a newer checkpoint: none went without progress, so even a breaker of 1
+// never stops the run.
+TEST(StepDecide, NoProgressBreakerSparesEveryAttemptThatAdvanced) {
+  const Ended e = walk(Steps{10, 20, 30, 40}, /*max_no_progress=*/1);
+  EXPECT_EQ(e.stalled, (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(e.reasons, (Reasons{"requeued", "requeued", "requeued", "requeued"}));
+}
+
+// The first attempt committed 10, the second nothing new, the third 20, then two without: the
+// count starts again at the third, and the breaker (2) stops the fifth.
+TEST(StepDecide, NoProgressCountStartsAgainAtEachNewCheckpoint) {
+  const Ended e = walk(Steps{10, 10, 20, 20, 20}, /*max_no_progress=*/2);
+  EXPECT_EQ(e.stalled, (std::vector<int64_t>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(e.reasons, (Reasons{"requeued", "requeued", "requeued", "requeued", "no_progress"}));
+  // Attempts before the first checkpoint count until it comes.
+  const Ended late = walk(Steps{std::nullopt, std::nullopt, 10, 10}, /*max_no_progress=*/3);
+  EXPECT_EQ(late.stalled, (std::vector<int64_t>{1, 2, 0, 1}));
+  EXPECT_EQ(late.reasons, (Reasons{"requeued", "requeued", "requeued", "requeued"}));
+}
+
 TEST(StepDecide, EarlierLostNodesOfThisJobOnly) {
   const std::vector<run::Attempt> ledger = {line("node_lost", 1, "7", "n2,n3"),
                                             line("node_lost", 1, "8", "n9"),

@@ -163,6 +163,29 @@ TEST_F(Supervise, RequeuedAfterACheckpointAndRefusedRequeueKeepsTheStatus) {
   EXPECT_EQ(ledger().size(), 2u);
 }
 
+// The no-progress breaker (2) over the ledger and the checkpoints on disk: the first attempt
+// commits step 12 and made progress; the second and third commit nothing new, and the third is
+// not requeued (no_progress, the worker's status).
+TEST_F(Supervise, NoProgressBreakerCountsFromTheFirstAttemptsCheckpoint) {
+  spec_.preemption.max_attempts_without_progress = 2;
+  play(1,
+       "mkdir -p \"$RUN/checkpoints/step-000000012\"; : > "
+       "\"$RUN/checkpoints/step-000000012/manifest.json\"; exit 75");
+  EXPECT_EQ(run(), 0);
+  play(1, "exit 75");
+  test::fs::remove(dir_ / "run" / "srun.count");
+  EXPECT_EQ(run(), 0) << "one attempt without progress";
+  test::fs::remove(dir_ / "run" / "srun.count");
+  EXPECT_EQ(run(), kExitRequeue);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7", "requeue 7"}));
+  std::vector<std::string> reasons;
+  for (const auto& l : ledger()) {
+    reasons.push_back(l["reason"]);
+    EXPECT_EQ(l["last_step"], 12);
+  }
+  EXPECT_EQ(reasons, (std::vector<std::string>{"requeued", "requeued", "no_progress"}));
+}
+
 // Where Slurm refuses the requeue (JobRequeue=0, --no-requeue, a partition that forbids it), the
 // next job of a chain continues the run: submitted after this one, counting its attempts on, the
 // nodes lost so far excluded; submissions.jsonl names it, so status and cancel follow the run.
