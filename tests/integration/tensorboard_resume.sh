@@ -33,8 +33,12 @@ stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/a1.log.rank0" | grep -oE
 (( stopped_at < 25 )) || fail "stopped at step $stopped_at, after the checkpoint at 25"
 
 # 2. Restarted, then killed once it has evaluated at step 32: the checkpoint it resumes from next
-# is step 25 (or its stop's), so steps 28, 32 and the evaluation at 32 are written again.
-launch tb 2 "$work/a2.log"
+# is step 25 (or its stop's), so steps 28, 32 and the evaluation at 32 are written again. The kill
+# must come before the checkpoint at step 50, 18 steps (2 s on a loaded machine) after the
+# evaluation: a poller late by that much saw the run resume from 50, repeating no evaluation. So
+# rank 0 pauses 30 s (HPCTRAIN_TEST_STALL, below the hang watchdog's 60 s floor) as it begins step
+# 34, the other waiting for it: the kill lands there however loaded the machine, and costs no time.
+HPCTRAIN_TEST_STALL=0:33:data:30 launch tb 2 "$work/a2.log"
 evaluated_at_32() { grep -qE '"kind":"eval".*"step":32[,}]' "$run/metrics.jsonl" 2>/dev/null; }
 wait_for "$work/a2.log" 0 "the evaluation at step 32" evaluated_at_32
 kill -9 "${pids[@]}"
@@ -47,6 +51,7 @@ finish
 [[ $statuses == "0 0" ]] || fail "the last attempt exited '$statuses'"
 resumed=$(grep -ohE 'resuming from checkpoint step [0-9]+' "$work/a3.log.rank0" | grep -oE '[0-9]+$')
 [[ -n $resumed ]] || fail "the last attempt did not resume"
+(( resumed == 25 )) || fail "the last attempt resumed from step $resumed, not 25: the kill came late"
 echo "stopped at step $stopped_at, killed after the evaluation at 32, resumed from $resumed"
 grep -h 'tensorboard:' "$work"/a?.log.rank0
 
