@@ -94,12 +94,17 @@ echo "none: no stall, hang_timeout_s = 2: all 3 ranks finished with 0"
 timeout_s=4
 hang_spec slow_save
 sed -i 's/^every_steps = 5$/every_steps = 5\ncommit_timeout_s = 20/' "$work/slow_save.toml"
+sed -i 's/^epochs = 4$/epochs = 1/' "$work/slow_save.toml"  # 21 steps: the save of step 5 is the test
 HPCTRAIN_TEST_STALL="1:5:checkpoint:8" launch slow_save 3 "$work/slow_save.log"
 finish
 ! grep -h 'hang:' "$work"/slow_save.log.rank* || fail "slow_save: a slow save was called a hang"
 [[ $statuses == "0 0 0" ]] || fail "slow_save: exited '$statuses', expected '0 0 0'"
-grep -q 'checkpoint step 5 committed' "$work/slow_save.log.rank0" || fail "slow_save: step 5 not committed"
-echo "slow_save: rank 1's save took 8 s (hang timeout 4 s, commit timeout 20 s): no hang, all 3 ranks finished with 0"
+save_s=$(grep -oE 'checkpoint step 5 committed \([0-9.]+ s' "$work/slow_save.log.rank0" | grep -oE '[0-9.]+ s$')
+[[ -n $save_s ]] || fail "slow_save: step 5 not committed"
+# The plant took effect: the save did outlast the hang timeout.
+awk -v s="${save_s% s}" -v t="$timeout_s" 'BEGIN { exit !(s > t) }' ||
+  fail "slow_save: step 5's save took $save_s, not longer than the hang timeout ($timeout_s s)"
+echo "slow_save: rank 1's save took $save_s (hang timeout 4 s, commit timeout 20 s): no hang, all 3 ranks finished with 0"
 
 # A bad plant is refused by name, before any training.
 hang_spec bad
