@@ -42,6 +42,46 @@ make_spec() {  # make_spec NAME RUN_DIR CONFIG
     train.eval_every_epochs=0 train.optimizer.lr=0.02 checkpoint.every_steps=0 > "$work/$1.toml"
 }
 
+# stop_steps CONFIG STEPS_PER_EPOCH STRAIGHT_METRICS: the steps STEP in the second epoch (with
+# room after it) for launch_to_stop, whose stop lands after step STEP + 1 or STEP + 2, where at
+# both of those:
+#   fp16      the scaler's growth tracker is not 0. It counts the steps since the loss scale last
+#             changed (a backoff or a growth resets it), read off the uninterrupted run's scale at
+#             every step, which the resumed run must repeat. A stop drawn at any step of the range
+#             found the tracker at 0 about half the time (3 tries of 4 in one run under load), and
+#             the test failed when six tries in a row did: about one run in 64.
+#   localsgd  some local steps are taken since the last averaging (every 3 after 2 of all-reduce:
+#             (step - 2) % 3 of them), and the next averaging comes before the last step.
+stop_steps() {
+  local config=$1 per_epoch=$2 step
+  if [[ $config == fp16 ]]; then
+    python3 - "$3" "$per_epoch" <<'PY'
+import json, sys
+per_epoch = int(sys.argv[2])
+scale = {0: None}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("kind") == "train":
+        scale[r["step"]] = r["loss_scale"]
+tracker = {0: 0}
+for s in range(1, 2 * per_epoch + 1):
+    tracker[s] = tracker[s - 1] + 1 if scale[s] == scale[s - 1] else 0
+for step in range(per_epoch + 1, 2 * per_epoch - 3):
+    if tracker[step + 1] > 0 and tracker[step + 2] > 0:
+        print(step)
+PY
+    return
+  fi
+  for ((step = per_epoch + 1; step <= 2 * per_epoch - 4; step++)); do
+    if [[ $config == localsgd ]]; then
+      local a=$(( (step - 1) % 3 )) b=$(( step % 3 ))  # local steps after step + 1, step + 2
+      (( a > 0 && b > 0 && step + 1 + 3 - a < 2 * per_epoch && step + 2 + 3 - b < 2 * per_epoch )) \
+        || continue
+    fi
+    echo "$step"
+  done
+}
+
 declare -A pieces_of finger_of base_of
 configs=(alexnet fp16 localsgd)
 for config in "${configs[@]}"; do
@@ -53,34 +93,29 @@ for config in "${configs[@]}"; do
   want=$(fingerprint "$work/$config-straight.log")
   finger_of[$config]=$want
 
-  # A stop in the second epoch, with room for it to land a step or two later, still inside it.
-  # fp16: at a step where the scaler's growth tracker is not 0, so that leaving it out matters
-  # (a few tries).
-  for attempt in 1 2 3 4 5 6; do
-    rm -rf "$work/$config-stopped" "$work/$config-stopped.log".*
-    make_spec "$config-stopped" "$work/$config-stopped" "$config"
-    launch_to_stop "$config-stopped" 2 "$work/$config-stopped.log" \
-      $((steps_per_epoch + 1 + RANDOM % (steps_per_epoch - 4)))
-    finish; [[ $statuses == "75 75" ]] || fail "$config: stopped run exited '$statuses', want '75 75'"
-    stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/$config-stopped.log.rank0" | grep -oE '[0-9]+$')
-    (( stopped_at > steps_per_epoch && stopped_at < 2 * steps_per_epoch )) \
-      || fail "$config: stopped at step $stopped_at, not inside the second epoch"
-    if [[ $config == localsgd ]]; then
-      local_steps=$("$python" -c 'import sys, torch; print(torch.load(sys.argv[1], weights_only=True)["local_steps"].item())' \
-        "$work/$config-stopped"/checkpoints/step-*"$stopped_at"/local_sgd.pt)
-      echo "localsgd: stopped at step $stopped_at, $local_steps local steps after the last averaging"
-      # Between averagings, with the next one due before the last step (where every run
-      # averages anyway): else leaving local_steps out could not show.
-      (( local_steps > 0 && stopped_at + 3 - local_steps < 2 * steps_per_epoch )) && break
-      (( attempt < 6 )) || fail "localsgd: six stops, none between averagings early enough"
-      continue
-    fi
-    [[ $config == fp16 ]] || break
+  # A stop in the second epoch, with room for it to land a step or two later, still inside it:
+  # launch_to_stop STEP ends the run after step STEP + 1 or STEP + 2 (which of the two is the
+  # machine's timing). So STEP is drawn among those where both landings leave the state a resume
+  # must carry away from its reset value (stop_steps), else leaving that piece out could not show.
+  stop=$(stop_steps "$config" "$steps_per_epoch" "$work/$config-straight/metrics.jsonl" | shuf -n 1)
+  [[ -n $stop ]] || fail "$config: no step to stop at (stop_steps found none)"
+  make_spec "$config-stopped" "$work/$config-stopped" "$config"
+  launch_to_stop "$config-stopped" 2 "$work/$config-stopped.log" "$stop"
+  finish; [[ $statuses == "75 75" ]] || fail "$config: stopped run exited '$statuses', want '75 75'"
+  stopped_at=$(grep -ohE 'stopping at step [0-9]+' "$work/$config-stopped.log.rank0" | grep -oE '[0-9]+$')
+  (( stopped_at > steps_per_epoch && stopped_at < 2 * steps_per_epoch )) \
+    || fail "$config: stopped at step $stopped_at, not inside the second epoch"
+  if [[ $config == localsgd ]]; then
+    local_steps=$("$python" -c 'import sys, torch; print(torch.load(sys.argv[1], weights_only=True)["local_steps"].item())' \
+      "$work/$config-stopped"/checkpoints/step-*"$stopped_at"/local_sgd.pt)
+    echo "localsgd: signalled in step $((stop + 1)), stopped at step $stopped_at, $local_steps local steps after the last averaging"
+    (( local_steps > 0 && stopped_at + 3 - local_steps < 2 * steps_per_epoch )) \
+      || fail "localsgd: stopped at step $stopped_at with $local_steps local steps: not between averagings early enough"
+  elif [[ $config == fp16 ]]; then
     tracker=$(jq .scaler.growth_tracker "$work/$config-stopped"/checkpoints/step-*"$stopped_at"/trainer.json)
-    echo "fp16: stopped at step $stopped_at with the scaler's growth tracker at $tracker"
-    (( tracker > 0 )) && break
-    (( attempt < 6 )) || fail "fp16: six stops, each with the growth tracker at 0"
-  done
+    echo "fp16: signalled in step $((stop + 1)), stopped at step $stopped_at with the scaler's growth tracker at $tracker"
+    (( tracker > 0 )) || fail "fp16: stopped at step $stopped_at with the growth tracker at 0"
+  fi
   cp -a "$work/$config-stopped" "$work/$config-base"  # for the ablations below
   base_of[$config]=$work/$config-base
 
