@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "common/run_layout.hpp"
 #include "model/weights.hpp"
+#include "preempt/time_limit.hpp"
 #include "spec/spec.hpp"
 #include "train/restore.hpp"
 
@@ -474,10 +475,11 @@ void Checkpointer::contribute(float* slots, double step_seconds) {
   const double minutes = spec_.checkpoint.every_minutes;
   if (minutes > 0 && seconds_since(last_save_time_) >= minutes * 60) slots[Agreement::kSaveNow] = 1;
   if (job_end_time_) {
-    // Stop while a save still fits: twice the last save, a few steps, and a margin for the exit.
+    // Stop while a save still fits (preempt/time_limit.hpp).
     const double left = static_cast<double>(*job_end_time_ - std::time(nullptr));
-    const double needed = 2 * last_save_seconds_ + 3 * step_seconds + 30;
-    if (left < needed) slots[Agreement::kDeadline] = 1;
+    if (preempt::time_limit_near(left, last_save_seconds_, step_seconds)) {
+      slots[Agreement::kDeadline] = 1;
+    }
   }
 }
 
