@@ -195,6 +195,22 @@ std::optional<Verdict> find_verdict(const std::vector<std::string>& lines, const
   return v;
 }
 
+std::optional<std::string> node_of_host(const std::string& host, const Nodes& nodes) {
+  if (contains(nodes, host)) return host;
+  const auto is_address = [](const std::string& name) {
+    return name.find_first_not_of("0123456789.") == std::string::npos;
+  };
+  const auto short_name = [](const std::string& name) { return name.substr(0, name.find('.')); };
+  if (host.empty() || is_address(host)) return std::nullopt;
+  std::optional<std::string> found;
+  for (const auto& n : nodes) {
+    if (is_address(n) || short_name(n) != short_name(host)) continue;
+    if (found) return std::nullopt;
+    found = n;
+  }
+  return found;
+}
+
 std::optional<double> find_started(const std::vector<std::string>& lines, const std::string& tag) {
   const auto j = last_record(lines, tag, {"started"});
   if (!j || !j->contains("wall_time") || !(*j)["wall_time"].is_number()) return std::nullopt;

@@ -87,6 +87,12 @@ struct Verdict {
 };
 // The last hang or evict record of step `tag` among `lines`.
 std::optional<Verdict> find_verdict(const std::vector<std::string>& lines, const std::string& tag);
+// The node among `nodes` (Slurm's names) that a worker's host name stands for. Workers name their
+// host as gethostname(2) does, fully qualified on some sites where Slurm's node names are short
+// (or the other way round): the node of that very name, else the one node whose name has the
+// host's short name (before the first '.'); none when no node or several do. An address
+// (digits and dots) matches only itself.
+std::optional<std::string> node_of_host(const std::string& host, const Nodes& nodes);
 // The wall time of step `tag`'s "started" record (its first training step).
 std::optional<double> find_started(const std::vector<std::string>& lines, const std::string& tag);
 

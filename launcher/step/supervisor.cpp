@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -308,7 +309,14 @@ void Supervisor::look_again(int status) {
   const auto v = find_verdict(run::metrics_tail(c_.task_dir), tag());
   if (!v) return;
   for (const auto& host : v->hosts) {
-    if (contains(step_nodes_, host)) dead_.emplace_back(host, v->kind == "hang" ? "hang" : "slow");
+    const auto node = node_of_host(host, step_nodes_);
+    if (!node) {
+      warn("hpctrain: the " + v->kind + " verdict names host " + host + ", none of the step's " +
+           "nodes (" + join(step_nodes_) + "): not replaced");
+    } else if (std::none_of(dead_.begin(), dead_.end(),
+                            [&](const auto& d) { return d.first == *node; })) {
+      dead_.emplace_back(*node, v->kind == "hang" ? "hang" : "slow");
+    }
   }
   if (dead_.empty()) return;
   detected_ms_ =

@@ -198,6 +198,24 @@ TEST(StepDecide, ExclusionMustLeaveThePartitionEnoughNodes) {
   EXPECT_FALSE(exclusion_fits(0, 1, 4)) << "sinfo did not answer";
 }
 
+// A verdict's host as the worker names it (gethostname) against Slurm's node names.
+TEST(StepDecide, NodeOfHostByNameElseShortName) {
+  const Nodes nodes = {"n1", "n2", "gpu3.site"};
+  EXPECT_EQ(node_of_host("n2", nodes), "n2");
+  EXPECT_EQ(node_of_host("n2.cluster.local", nodes), "n2") << "fully qualified host, short node";
+  EXPECT_EQ(node_of_host("gpu3", nodes), "gpu3.site") << "short host, qualified node";
+  EXPECT_EQ(node_of_host("gpu3.other", nodes), "gpu3.site");
+  EXPECT_FALSE(node_of_host("n9.cluster.local", nodes));
+  EXPECT_FALSE(node_of_host("n", nodes));
+  EXPECT_FALSE(node_of_host("", nodes));
+  // Two nodes of the same short name: neither.
+  EXPECT_FALSE(node_of_host("a.x", {"a.y", "a.z"}));
+  EXPECT_EQ(node_of_host("a.y", {"a.y", "a.z"}), "a.y");
+  // Addresses match only themselves: 127.0.0.5 is not 127.0.0.2.
+  EXPECT_FALSE(node_of_host("127.0.0.5", {"127.0.0.2"}));
+  EXPECT_EQ(node_of_host("127.0.0.2", {"127.0.0.1", "127.0.0.2"}), "127.0.0.2");
+}
+
 TEST(StepDecide, VerdictsOfThisStepOnly) {
   const std::vector<std::string> lines = {
       R"({"kind":"hang","tag":"0.0","hosts":["n1"],"wall_time":5.5,"message":"old"})",

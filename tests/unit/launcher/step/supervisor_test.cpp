@@ -130,6 +130,16 @@ class Supervise : public ::testing::Test {
   spec::Spec spec_;
 };
 
+// A verdict record of step 0.0 as the workers' rank 0 writes it, naming `host`.
+std::string verdict_play(const std::string& kind, const std::string& host, int status) {
+  return "printf '{\"kind\":\"" + kind +
+         "\",\"tag\":\"0.0\",\"step\":5,\"ranks\":[2,3],"
+         "\"hosts\":[\"" +
+         host + "\"],\"message\":\"" + kind + ": rank 2 (" + host +
+         ")\",\"wall_time\":%s}\\n' \"$(date +%s.%N)\" >> \"$RUN/metrics.jsonl\"; exit " +
+         std::to_string(status);
+}
+
 TEST_F(Supervise, CompletedStepOnTheChosenNodes) {
   play(1, "exit 0");
   EXPECT_EQ(run(), 0);
@@ -269,6 +279,50 @@ TEST_F(Supervise, TerminatedBeforeTheStepOrWhileItStarted) {
   EXPECT_EQ(run(), 0);
   EXPECT_EQ(ledger().back()["reason"], "terminated");
   EXPECT_TRUE(cluster_.calls.empty());
+}
+
+// The workers name their hosts as gethostname(2) does, which may be fully qualified where Slurm's
+// node names are short: the hang verdict's host is the step's node of that short name, replaced
+// by the spare as any lost node (not an ordinary failure that requeues the job).
+TEST_F(Supervise, HangVerdictWithFullyQualifiedHostReplacesTheNode) {
+  play(1, verdict_play("hang", "n2.cluster.local", kExitHang));
+  play(2, "exit 0");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 2u) << read_text(dir_ / "run" / "attempts.jsonl");
+  EXPECT_EQ(l[0]["reason"], "node_lost");
+  EXPECT_EQ(l[0]["cause"], "hang");
+  EXPECT_EQ(l[0]["lost_nodes"], "n2");
+  EXPECT_EQ(l[0]["added_nodes"], "b");
+  EXPECT_EQ(l[0]["exit_status"], kExitHang);
+  EXPECT_EQ(l[1]["reason"], "completed");
+  EXPECT_EQ(l[1]["nodes"], "n1,n3,b");
+  EXPECT_TRUE(cluster_.calls.empty()) << "no requeue";
+}
+
+// The same for a straggler's eviction: the evicted node does not come back in the next step.
+TEST_F(Supervise, EvictVerdictWithFullyQualifiedHostReplacesTheNode) {
+  play(1, verdict_play("evict", "n3.cluster.local", kExitEvict));
+  play(2, "exit 0");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 2u) << read_text(dir_ / "run" / "attempts.jsonl");
+  EXPECT_EQ(l[0]["reason"], "node_lost");
+  EXPECT_EQ(l[0]["cause"], "straggler");
+  EXPECT_EQ(l[0]["lost_nodes"], "n3");
+  EXPECT_EQ(l[1]["nodes"], "n1,n2,b");
+  EXPECT_TRUE(cluster_.calls.empty()) << "no requeue";
+}
+
+// A host that is none of the step's nodes, even by its short name, names no node: the step's
+// failure is an ordinary one (requeued, counted as a failure).
+TEST_F(Supervise, VerdictOnAnUnknownHostIsAnOrdinaryFailure) {
+  play(1, verdict_play("hang", "n9.cluster.local", kExitHang));
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["reason"], "failed_requeued");
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
 }
 
 TEST_F(Supervise, SetupFailureLine) {
