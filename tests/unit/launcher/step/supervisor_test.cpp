@@ -4,7 +4,9 @@
 // environment. sbatch_node_loss runs the same through the rendered script with every branch.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.hpp"
@@ -23,6 +25,7 @@ n=$(( $(cat "$RUN/srun.count" 2>/dev/null || echo 0) + 1 ))
 echo "$n" > "$RUN/srun.count"
 printf '%s\n' "$@" > "$RUN/srun-$n.argv"
 echo "$HPCTRAIN_WORLD_SIZE $HPCTRAIN_STEP_TAG" > "$RUN/srun-$n.env"
+date +%s.%N > "$RUN/srun-$n.time"
 source "$RUN/play-$n.sh"
 )";
 
@@ -32,14 +35,21 @@ class FakeCluster : public Cluster {
   int64_t partition_size = 8;
   std::string state = "RUNNING";
   bool requeue_ok = true;
-  std::string run_dir;  // a node N is lost (refused) while RUN/lost-N exists
+  // A node N is lost while RUN/lost-N (refused) or RUN/silent-N (no answer) exists; RUN/once-N
+  // makes one probe find it refused and is then removed.
+  std::string run_dir;
   std::vector<std::string> calls;
+  int64_t probes = 0;
 
   Nodes hostnames(const std::string&) override { return allocation; }
   std::optional<int> slurmd_port() override { return 6818; }
   int64_t partition_nodes(const std::string&) override { return partition_size; }
   std::vector<std::string> step_ids(const std::string& job) override { return {job + ".0"}; }
-  void kill_step(const std::string& id) override { calls.push_back("kill " + id); }
+  // RUN/killed tells a play that the step's tasks were killed.
+  void kill_step(const std::string& id) override {
+    calls.push_back("kill " + id);
+    test::write_text(run_dir + "/killed", id);
+  }
   std::string job_state(const std::string&) override { return state; }
   bool requeue(const std::string& job, std::string*) override {
     calls.push_back("requeue " + job);
@@ -59,9 +69,12 @@ class FakeCluster : public Cluster {
   std::optional<std::string> next_job = "8";
   std::vector<std::pair<std::string, std::string>> probe(const Nodes& nodes, int,
                                                          std::chrono::milliseconds) override {
+    ++probes;
     std::vector<std::pair<std::string, std::string>> dead;
     for (const auto& n : nodes) {
       if (test::fs::exists(run_dir + "/lost-" + n)) dead.emplace_back(n, "refused");
+      if (test::fs::exists(run_dir + "/silent-" + n)) dead.emplace_back(n, "silent");
+      if (test::fs::remove(run_dir + "/once-" + n)) dead.emplace_back(n, "refused");
     }
     return dead;
   }
@@ -111,6 +124,10 @@ class Supervise : public ::testing::Test {
     c.batch_host = "b";
     c.partition = "p";
     c.job_nodes = 4;
+    if (array_task_) {
+      c.job = "7_" + std::to_string(*array_task_);
+      c.array_task = array_task_;
+    }
     return supervise(c, spec_, cluster_);
   }
   std::vector<nlohmann::json> ledger() const {
@@ -124,11 +141,35 @@ class Supervise : public ::testing::Test {
     return read_text(dir_ / "run" / ("srun-" + std::to_string(n) + ".argv"));
   }
 
+  // When step n started (the stand-in srun's clock), Unix seconds.
+  double started(int n) const {
+    return std::stod(read_text(dir_ / "run" / ("srun-" + std::to_string(n) + ".time")));
+  }
+
   TempDir dir_;
   std::string saved_path_;
   FakeCluster cluster_;
   spec::Spec spec_;
+  std::optional<int64_t> array_task_;
 };
+
+// A play's step until the supervisor kills its tasks (then srun ends, as it would), at most 30 s.
+constexpr const char* kUntilKilled =
+    "for i in $(seq 300); do [ -e \"$RUN/killed\" ] && exit 137; sleep 0.1; done; exit 1";
+
+// The ledger's "detected" ("2026-11-26T10:02:03.456Z") as Unix seconds.
+double unix_ms_text(const nlohmann::json& text) {
+  std::tm tm{};
+  int ms = 0;
+  const std::string s = text.get<std::string>();
+  EXPECT_EQ(std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
+                        &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms),
+            7)
+      << s;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + ms / 1000.0;
+}
 
 // A verdict record of step 0.0 as the workers' rank 0 writes it, naming `host`.
 std::string verdict_play(const std::string& kind, const std::string& host, int status) {
@@ -218,7 +259,7 @@ TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
   play(1, "exit 75");
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
-  // With preemption.chain off, or in an array, no chain.
+  // With preemption.chain off, no chain (an array task: RefusedRequeueOfAnArrayTaskDoesNotChain).
   spec_.preemption.chain = false;
   cluster_.calls.clear();
   test::fs::remove(dir_ / "run" / "srun.count");
@@ -323,6 +364,61 @@ TEST_F(Supervise, VerdictOnAnUnknownHostIsAnOrdinaryFailure) {
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0]["reason"], "failed_requeued");
   EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+}
+
+// Only a node that fails two probes half a second apart is lost: a slurmd that misses one (busy,
+// restarting) costs the step nothing.
+TEST_F(Supervise, ASlurmdMissingOneProbeIsNoLoss) {
+  play(1, "touch \"$RUN/once-n2\"; sleep 3; exit 0");
+  EXPECT_EQ(run(), 0);
+  EXPECT_FALSE(test::fs::exists(dir_ / "run" / "once-n2")) << "no probe came during the step";
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u) << read_text(dir_ / "run" / "attempts.jsonl");
+  EXPECT_EQ(l[0]["reason"], "completed");
+  EXPECT_EQ(read_text(dir_ / "run" / "srun.count"), "1\n") << "a second step";
+  EXPECT_TRUE(cluster_.calls.empty()) << "the step was killed";
+}
+
+// The fence: a silent node's ranks may still run, cut off, until their heartbeat timeout (2 s
+// here) and rank 0 a beat later: the next step starts no sooner than the timeout + 5 s after the
+// detection. A node that refused the connection is not waited for.
+TEST_F(Supervise, SilentNodeFencedRefusingNodeNot) {
+  play(1, std::string("touch \"$RUN/silent-n2\"; ") + kUntilKilled);
+  play(2, "rm -f \"$RUN/silent-n2\"; exit 0");
+  EXPECT_EQ(run(), 0);
+  auto l = ledger();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0]["cause"], "silent");
+  EXPECT_GE(started(2) - unix_ms_text(l[0]["detected"]), 7.0)
+      << "silent: the new step started inside the fence";
+
+  test::fs::remove(dir_ / "run" / "srun.count");
+  test::fs::remove(dir_ / "run" / "attempts.jsonl");
+  test::fs::remove(dir_ / "run" / "killed");
+  play(1, std::string("touch \"$RUN/lost-n2\"; ") + kUntilKilled);
+  play(2, "rm -f \"$RUN/lost-n2\"; exit 0");
+  EXPECT_EQ(run(), 0);
+  l = ledger();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0]["cause"], "refused");
+  // 0.2 s or so; the fence would make it 7.
+  EXPECT_LT(started(2) - unix_ms_text(l[0]["detected"]), 5.0) << "refused: the new step waited";
+}
+
+// An array task does not chain where the requeue is refused (docs/preemption.md): it ends with
+// the worker's status, and no next job is submitted.
+TEST_F(Supervise, RefusedRequeueOfAnArrayTaskDoesNotChain) {
+  cluster_.requeue_ok = false;
+  spec_.preemption.chain = true;
+  array_task_ = 2;
+  play(1, "exit 75");
+  EXPECT_EQ(run(), kExitRequeue);
+  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7_2"}));
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["reason"], "requeued");
+  EXPECT_EQ(l[0]["array_task_id"], 2);
+  EXPECT_FALSE(run::last_submission(run_dir()));
 }
 
 TEST_F(Supervise, SetupFailureLine) {
