@@ -1,9 +1,11 @@
-// Local SGD through the checkpointer (docs/runtime.md "Local SGD"), ranks as threads over Gloo:
-// resumed at another world size, every rank starts from the mean of the saving ranks' models and
-// optimizer states (and their shared outer state). The worker-process counterpart is
-// tests/integration/local_sgd.sh's resize case.
+// Local SGD through the checkpointer and the trainer (docs/runtime.md "Local SGD"), ranks as
+// threads over Gloo: resumed at another world size, every rank starts from the mean of the saving
+// ranks' models and optimizer states (and their shared outer state); an evaluation between
+// averagings scores one model, the ranks' mean. The worker-process counterparts are
+// tests/integration/local_sgd.sh's resize and evaluate cases.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_layout.hpp"
 #include "data/format.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
@@ -23,8 +26,11 @@
 #include "support/temp_dir.hpp"
 #include "train/builders.hpp"
 #include "train/checkpointing.hpp"
+#include "train/device_input.hpp"
+#include "train/evaluate.hpp"
 #include "train/local_sgd.hpp"
 #include "train/optimizer.hpp"
+#include "train/trainer.hpp"
 
 namespace hpctrain::train {
 namespace {
@@ -210,6 +216,104 @@ every_steps = 1
         << "rank " << r << ": this optimizer state is not the mean of the 3 saved ranks'";
     EXPECT_EQ(first_not_mean(mine.outer, {saved[0].outer}), "") << "rank " << r << ": outer state";
   }
+}
+
+// A validation set of `n` random 16x16 RGB images of 10 classes.
+void write_val_set(const std::string& path, int64_t n) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(/*seed=*/7);
+  const at::Tensor images = at::randint(0, 256, {n, 16, 16, 3}, gen, at::kByte);
+  const at::Tensor labels = at::randint(0, 10, {n}, gen, at::kLong);
+  std::vector<std::string> classes;
+  for (int c = 0; c < 10; ++c) classes.push_back("c" + std::to_string(c));
+  data::DatasetWriter writer(path, n, 16, 16, 3, classes);
+  writer.write(0, n, images.data_ptr<uint8_t>(), labels.data_ptr<int64_t>());
+  writer.finish();
+}
+
+// The validation set's figures for `weights`, evaluated as the trainer does on 2 ranks.
+EvalResult evaluate_weights(const spec::Spec& spec, const Tensors& weights) {
+  std::vector<EvalResult> results(2);
+  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
+    auto model = resnet20(spec);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& item : model::state_dict(*model)) item.value().copy_(weights.at(item.key()));
+    }
+    model->eval();
+    TrainData data = build_data(spec, comm.rank(), comm.size(),
+                                choose_input_path(at::kCPU, /*device_path_on_cpu=*/false));
+    const data::Transform transform = data.val->transform();
+    results[static_cast<size_t>(comm.rank())] =
+        evaluate([&](const at::Tensor& x) { return model->forward(x); },
+                 [&](const data::Batch& b) {
+                   DeviceBatch d = to_device_batch(b, transform, at::kCPU, /*channels_last=*/false);
+                   return std::make_pair(d.images, d.labels);
+                 },
+                 *data.val, data.val_source->size(), comm);
+  });
+  return results[0];
+}
+
+TEST(LocalSgdEvaluation, AnEvaluationBetweenAveragingsScoresTheRanksMeanModel) {
+  const TempDir dir;
+  write_val_set(dir.file("val.h5"), /*n=*/40);
+  // 2 ranks x 8 images, 4 steps per epoch, evaluated after each epoch; no averaging in 100 local
+  // steps, so at the first evaluation (step 4) the ranks have trained apart from the start.
+  const spec::Spec spec = load_spec(dir, R"([data]
+synthetic = true
+synthetic_samples = 64
+synthetic_image_size = 16
+workers = 1
+val = ")" + dir.file("val.h5") + R"("
+[train]
+epochs = 2
+batch_size = 8
+threads = 1
+eval_every_epochs = 1
+sync = "local_sgd"
+sync_every_steps = 100
+[train.optimizer]
+lr = 0.05
+[checkpoint]
+every_steps = 4
+keep_last = 10
+)");
+  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
+    TrainOptions options;
+    options.run_dir = dir / "run";
+    train(spec, comm, options);
+  });
+  std::optional<nlohmann::json> record;
+  std::ifstream metrics(dir / "run" / layout::kMetrics);
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("kind", "") == "eval" && j.value("step", -1) == 4) record = j;
+  }
+  ASSERT_TRUE(record) << "no evaluation at step 4 in metrics.jsonl";
+
+  // The step-4 checkpoint was taken before the evaluation averaged: each rank's own model.
+  const std::filesystem::path step =
+      dir / "run" / layout::kCheckpoints / layout::checkpoint_name(4);
+  const Tensors rank0 = copies(model::load_weights((step / "model.pt").string()));
+  Tensors rank1;
+  for (const auto& [key, t] : copies(model::load_weights((step / "local-rank-1.pt").string()))) {
+    if (key.rfind("model.", 0) == 0) rank1[key.substr(6)] = t;
+  }
+  ASSERT_GT(entries_apart({rank0, rank1}), 0) << "the ranks were not apart at step 4";
+  Tensors mean;
+  for (const auto& [key, t] : rank0) mean[key] = mean_of({rank0, rank1}, key);
+
+  const EvalResult want = evaluate_weights(spec, mean), one_rank = evaluate_weights(spec, rank0);
+  const auto loss = record->at("loss").get<double>();
+  EXPECT_EQ(record->at("samples").get<int64_t>(), 40);
+  EXPECT_NEAR(loss, want.loss, 1e-6 * want.loss)
+      << "the evaluation at step 4 did not score the ranks' mean model (rank 0's alone: loss "
+      << one_rank.loss << ")";
+  EXPECT_DOUBLE_EQ(record->at("top1").get<double>(), want.top1);
+  EXPECT_DOUBLE_EQ(record->at("top5").get<double>(), want.top5);
+  // The check can fail: rank 0's own model scores another loss.
+  EXPECT_GT(std::abs(one_rank.loss - want.loss), 1e-4 * want.loss)
+      << "rank 0's model and the mean score alike: the test could not tell them apart";
 }
 
 }  // namespace
