@@ -7,20 +7,9 @@
 #include <memory>
 
 #include "common/error.hpp"
-#include "spec/spec.hpp"
 #include "train/restore.hpp"
 
 namespace hpctrain::train {
-
-LocalSgdOptions local_sgd_options_from_spec(const spec::Spec& spec) {
-  LocalSgdOptions o;
-  o.every_steps = spec.train.sync_every_steps;
-  o.warmup_steps = spec.train.sync_warmup_steps;
-  o.outer = spec.train.outer_optimizer;
-  o.outer_lr = spec.train.outer_lr;
-  o.outer_momentum = spec.train.outer_momentum;
-  return o;
-}
 
 LocalSgd::LocalSgd(NamedTensors params, NamedTensors buffers, dist::Communicator& comm,
                    LocalSgdOptions options)

@@ -25,23 +25,11 @@
 
 #include "dist/communicator.hpp"
 #include "spec/choices.hpp"
-
-namespace hpctrain::spec {
-struct Spec;
-}
+#include "train/local_sgd_options.hpp"
 
 namespace hpctrain::train {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
-
-struct LocalSgdOptions {
-  int64_t every_steps = 16;  // local steps between averagings, >= 1
-  int64_t warmup_steps = 0;  // steps of all-reduce training first
-  spec::OuterOptimizer outer = spec::OuterOptimizer::kNone;
-  double outer_lr = 0.7, outer_momentum = 0.9;
-};
-// [train] sync_every_steps, sync_warmup_steps, outer_optimizer, outer_lr, outer_momentum.
-LocalSgdOptions local_sgd_options_from_spec(const spec::Spec& spec);
 
 class LocalSgd {
  public:
