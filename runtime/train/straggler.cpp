@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "spec/spec.hpp"
+
 namespace hpctrain::train {
 
 RankSpread compare_ranks(const std::vector<double>& p50) {
@@ -47,6 +49,10 @@ std::optional<StragglerVerdict> StragglerWatch::observe(
   node_ = slowest->first;
   if (streak_ < windows_) return std::nullopt;
   return StragglerVerdict{node_, slowest->second, median, streak_};
+}
+
+StragglerWatch straggler_watch_from_spec(const spec::ResilienceSpec& resilience) {
+  return StragglerWatch(resilience.straggler_ratio, resilience.straggler_windows);
 }
 
 }  // namespace hpctrain::train

@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace hpctrain::spec {
+struct ResilienceSpec;
+}
+
 namespace hpctrain::train {
 
 // One log window's ranks compared: the slowest (the first of equals) and the ranks' median
@@ -75,5 +79,8 @@ class StragglerWatch {
   int64_t streak_ = 0;
   std::string node_;
 };
+
+// The watch resilience.straggler_ratio and resilience.straggler_windows ask for.
+StragglerWatch straggler_watch_from_spec(const spec::ResilienceSpec& resilience);
 
 }  // namespace hpctrain::train

@@ -617,7 +617,7 @@ class Trainer {
         hosts.size() != static_cast<size_t>(comm_.size())) {
       return;
     }
-    if (!straggler_watch_) straggler_watch_.emplace(r.straggler_ratio, r.straggler_windows);
+    if (!straggler_watch_) straggler_watch_ = straggler_watch_from_spec(r);
     const auto verdict = straggler_watch_->observe(
         node_busy_times(hosts, std::vector<double>(p50, p50 + hosts.size())));
     if (!verdict) return;
