@@ -24,13 +24,24 @@ constexpr std::array<const char*, kPhases> kNames = {
 // The planted stall (tests), set once before training starts.
 struct Stall {
   bool armed = false;
-  bool every = false;  // every time the phase is entered from `step` on (a slow rank), not once
+  bool every = false;      // every time the phase is entered from `step` on (a slow rank), not once
+  bool per_batch = false;  // before each batch of the phase (batch_begins), not on entering it
   int64_t step = 0;
   Phase phase = Phase::kStarting;
   double seconds = 0;
 };
 Stall g_stall;
 std::atomic<bool> g_stall_done{false};
+
+// Sleeps the planted stall's time when it is planted on `phase` at this step.
+void stall_at(Phase phase) {
+  if (g_stall.armed && phase == g_stall.phase &&
+      (g_stall.every ? g_step.load(std::memory_order_relaxed) >= g_stall.step
+                     : g_step.load(std::memory_order_relaxed) == g_stall.step &&
+                           !g_stall_done.exchange(true))) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(g_stall.seconds));
+  }
+}
 
 }  // namespace
 
@@ -45,12 +56,11 @@ void enter(Phase phase, int detail) {
   g_detail.store(detail, std::memory_order_relaxed);
   g_phase.store(static_cast<int>(phase), std::memory_order_relaxed);
   g_counter.fetch_add(1, std::memory_order_relaxed);
-  if (g_stall.armed && phase == g_stall.phase &&
-      (g_stall.every ? g_step.load(std::memory_order_relaxed) >= g_stall.step
-                     : g_step.load(std::memory_order_relaxed) == g_stall.step &&
-                           !g_stall_done.exchange(true))) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(g_stall.seconds));
-  }
+  if (!g_stall.per_batch) stall_at(phase);
+}
+
+void batch_begins(Phase phase) {
+  if (g_stall.per_batch) stall_at(phase);
 }
 
 void set_step(int64_t step) { g_step.store(step, std::memory_order_relaxed); }
@@ -116,7 +126,7 @@ void plant_stall(const std::string& spec, int this_rank, const std::string& this
   if (when_text != "every" && std::sscanf(when, "%lld", &step) != 1) {
     bad("STEP is neither a number, N+ nor every");
   }
-  static const std::array<std::pair<const char*, Phase>, 7> kPlantable = {{
+  static const std::array<std::pair<const char*, Phase>, 8> kPlantable = {{
       {"data", Phase::kDataWait},
       {"forward", Phase::kForward},
       {"backward", Phase::kBackward},
@@ -124,6 +134,7 @@ void plant_stall(const std::string& spec, int this_rank, const std::string& this
       {"agreement", Phase::kAgreement},
       {"checkpoint", Phase::kCheckpoint},
       {"eval", Phase::kEval},
+      {"eval-batch", Phase::kEval},
   }};
   Stall stall;
   for (const auto& [name, p] : kPlantable) {
@@ -132,6 +143,7 @@ void plant_stall(const std::string& spec, int this_rank, const std::string& this
       stall.armed = true;
     }
   }
+  stall.per_batch = std::string(phase) == "eval-batch";
   if (!stall.armed) bad(std::string("unknown phase ") + phase);
   if (seconds <= 0) bad("SECONDS must be above 0");
   if (host.empty() ? rank != this_rank : host != this_host) {

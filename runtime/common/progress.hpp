@@ -46,6 +46,9 @@ void set_step(int64_t step);
 void begin_training(int64_t step);
 // Progress inside a long phase (an evaluation batch): the counter moves, the phase stays.
 void tick();
+// A batch of `phase` (kEval) begins: where a stall planted on "eval-batch" sleeps (tests: a long
+// evaluation); nothing else. The counter does not move here.
+void batch_begins(Phase phase);
 
 struct Snapshot {
   int64_t step = 0;
@@ -64,7 +67,7 @@ std::optional<Snapshot> parse(const std::string& text);
 // Tests: rank RANK (or "@HOST": every rank on that host) sleeps SECONDS when it enters PHASE at
 // step STEP (every time: "every"; every time from step N on: "N+"). Throws std::invalid_argument
 // naming what is wrong in "RANK:STEP:PHASE:SECONDS" (PHASE one of data, forward, backward,
-// allreduce, agreement, checkpoint, eval).
+// allreduce, agreement, checkpoint, eval; or eval-batch: before each evaluation batch).
 void plant_stall(const std::string& spec, int this_rank, const std::string& this_host = "");
 
 }  // namespace hpctrain::progress

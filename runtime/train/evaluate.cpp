@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "common/progress.hpp"
+
 namespace hpctrain::train {
 
 EvalResult evaluate(const Forward& forward, const ToDevice& to_device, data::Loader& loader,
@@ -22,6 +24,7 @@ EvalResult evaluate(const Forward& forward, const ToDevice& to_device, data::Loa
     const int64_t keep = std::clamp<int64_t>(real - seen, 0, batch->size);
     seen += batch->size;
     if (keep == 0) continue;  // padding only; the loader still had to produce it
+    progress::batch_begins(progress::Phase::kEval);
     auto [images, labels] = to_device(*batch);
     at::Tensor logits = forward(images).narrow(0, 0, keep).to(at::kFloat);
     labels = labels.narrow(0, 0, keep);

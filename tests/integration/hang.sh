@@ -12,8 +12,11 @@
 #              with 0 on every rank (the watchdog neither fires between steps nor at the end)
 #   slow_save  rank 1's checkpoint takes twice the hang timeout, within the commit timeout: no
 #              hang (a checkpoint gets the larger of the two)
-#   hang.sh WORKER
+#   slow_eval  an evaluation longer than twice the hang timeout, each of its batches shorter than
+#              it: no hang (an evaluated batch is progress)
+#   hang.sh WORKER DATA_TOOL
 source "$(dirname "$0")/resume_lib.sh" "$1"
+data=$2
 timeout_s=4
 
 hang_spec() {  # hang_spec NAME
@@ -105,6 +108,27 @@ save_s=$(grep -oE 'checkpoint step 5 committed \([0-9.]+ s' "$work/slow_save.log
 awk -v s="${save_s% s}" -v t="$timeout_s" 'BEGIN { exit !(s > t) }' ||
   fail "slow_save: step 5's save took $save_s, not longer than the hang timeout ($timeout_s s)"
 echo "slow_save: rank 1's save took $save_s (hang timeout 4 s, commit timeout 20 s): no hang, all 3 ranks finished with 0"
+
+# An evaluation is progress batch by batch: with a 2 s hang timeout, every rank's evaluation after
+# epoch 1 (watched: mid-run) takes 9 batches of 0.6 s or more each (a stall before each batch),
+# over twice the timeout in all; the run finishes with 0 on every rank and no hang.
+timeout_s=2
+"$data" synthetic --samples 432 --size 16 --channels 3 --classes 10 -q -o "$work/val.h5" \
+  > /dev/null || fail "slow_eval: making the validation set"
+hang_spec slow_eval
+sed -i 's/^epochs = 4$/epochs = 2/; s/^eval_every_epochs = 0$/eval_every_epochs = 1/' "$work/slow_eval.toml"
+sed -i "s|^synthetic = true|synthetic = true\nval = \"$work/val.h5\"|" "$work/slow_eval.toml"
+HPCTRAIN_TEST_STALL="@$(hostname):every:eval-batch:0.6" launch slow_eval 3 "$work/slow_eval.log"
+finish
+! grep -h 'hang:' "$work"/slow_eval.log.rank* || fail "slow_eval: a long evaluation was called a hang"
+[[ $statuses == "0 0 0" ]] || fail "slow_eval: exited '$statuses', expected '0 0 0'"
+# The plant took effect: the evaluation after epoch 1 (the first eval record) outlasted twice the
+# hang timeout.
+eval_s=$(jq -s -r 'map(select(.kind == "eval")) | .[0].seconds // empty' "$work/slow_eval/metrics.jsonl")
+[[ -n $eval_s ]] || fail "slow_eval: no evaluation recorded"
+awk -v s="$eval_s" -v t="$timeout_s" 'BEGIN { exit !(s > 2 * t) }' ||
+  fail "slow_eval: the evaluation took $eval_s s, not over twice the hang timeout ($timeout_s s)"
+echo "slow_eval: the evaluation took $eval_s s (hang timeout 2 s): no hang, all 3 ranks finished with 0"
 
 # A bad plant is refused by name, before any training.
 hang_spec bad

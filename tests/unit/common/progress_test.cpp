@@ -109,5 +109,24 @@ TEST(Progress, AStallPlantedOnAHostSleepsEveryRankOfThatHostOnlyFromItsStep) {
   plant_stall("@node2:every:data:0.2", 3, "node1");  // replaces it: none in this process
 }
 
+// "eval-batch": a long evaluation, slowed before each batch, not on entering the phase.
+TEST(Progress, AStallPlantedOnEvalBatchesSleepsBeforeEachBatch) {
+  plant_stall("@node1:every:eval-batch:0.3", /*this_rank=*/0, "node1");
+  set_step(12);
+  auto t0 = std::chrono::steady_clock::now();
+  enter(Phase::kEval);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  for (int batch = 0; batch < 2; ++batch) {
+    t0 = std::chrono::steady_clock::now();
+    batch_begins(Phase::kEval);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  }
+  plant_stall("@node1:every:eval:0.3", 0, "node1");  // on entering the phase: not per batch
+  t0 = std::chrono::steady_clock::now();
+  batch_begins(Phase::kEval);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  plant_stall("@node2:every:data:0.2", 0, "node1");  // none in this process
+}
+
 }  // namespace
 }  // namespace hpctrain::progress
