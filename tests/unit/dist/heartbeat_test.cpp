@@ -137,6 +137,24 @@ TEST(HangVerdict, AliveRanksNamedByPhase) {
             "for 5 s; the others wait: ranks 0, 2 in all-reduce at step 15");
 }
 
+// The step counts before the phase: a rank one step behind is named even in a phase that comes
+// later in a step's order than the phase the others are in.
+TEST(HangVerdict, LowerStepNamedBeforeEarlierPhase) {
+  const auto a = hang_verdict({view(at(Phase::kAllReduce, 14), 5s, 0ms, "node1"),
+                               view(at(Phase::kDataWait, 15), 5s, 0ms, "node2")},
+                              4s, 5s, 1000ms);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->named, std::vector<int>{0});
+  EXPECT_EQ(a->message,
+            "hang: no progress for 5 s (hang timeout 4 s): rank 0 (node1) in all-reduce at step 14 "
+            "for 5 s; the others wait: rank 1 in data wait at step 15");
+  const auto b = hang_verdict({view(at(Phase::kDataWait, 15), 5s, 0ms, "node1"),
+                               view(at(Phase::kAllReduce, 14), 5s, 0ms, "node2")},
+                              4s, 5s, 1000ms);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->named, std::vector<int>{1});
+}
+
 // A stopped rank whose last word is ahead of a live rank's (or level with the others) is still
 // the one named: it is silent, with the step and phase it last published, not a later guess.
 TEST(HangVerdict, SilentRankNamedWithItsLastProgress) {
