@@ -1,7 +1,9 @@
 // Format version 2 (encoded JPEG samples): EncodedDatasetWriter -> ImageSource -> Loader. Bytes
 // come back exactly (pread and mapped paths, coalesced or not, across files); loader batches are
 // the transform of each sample whatever the thread count; damaged indexes, mixed versions and a
-// sample that does not decode are refused naming the file and sample, or skipped when asked.
+// sample that does not decode are refused naming the file and sample, or skipped when asked;
+// /shapes that disagree with image_shape, another encoding and labels not one per sample are
+// refused at open naming the file and the dataset or attribute.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.hpp"
@@ -246,6 +249,111 @@ TEST(Encoded, ADamagedIndexIsRefusedNamingTheSample) {
   RawFile(dir.file("c.h5")).set_int_attr(kFormatVersionAttr, 3);
   EXPECT_THAT_MESSAGE(ImageSource::open({dir.file("c.h5")}), rt::DatasetFormatError,
                       "format version 3 is not supported");
+}
+
+// Overwrites sample `index`'s entry of /shapes with height x width.
+void poke_shape(const std::string& path, int64_t index, int32_t height, int32_t width) {
+  RawFile file(path);
+  hid_t ds = H5Dopen2(file.id(), kShapesName, H5P_DEFAULT);
+  hid_t fspace = H5Dget_space(ds);
+  const hsize_t start[2] = {static_cast<hsize_t>(index), 0}, count[2] = {1, 2};
+  H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  hid_t mspace = H5Screate_simple(2, count, nullptr);
+  const int32_t value[2] = {height, width};
+  H5Dwrite(ds, H5T_NATIVE_INT32, mspace, fspace, H5P_DEFAULT, value);
+  H5Sclose(mspace);
+  H5Sclose(fspace);
+  H5Dclose(ds);
+}
+
+// Replaces the root attribute image_shape.
+void set_image_shape(const std::string& path, int64_t height, int64_t width, int64_t channels) {
+  RawFile file(path);
+  H5Adelete(file.id(), kImageShapeAttr);
+  const hsize_t dims[1] = {3};
+  const int64_t value[3] = {height, width, channels};
+  hid_t space = H5Screate_simple(1, dims, nullptr);
+  hid_t attr =
+      H5Acreate2(file.id(), kImageShapeAttr, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(attr, H5T_NATIVE_INT64, value);
+  H5Aclose(attr);
+  H5Sclose(space);
+}
+
+// Replaces the root attribute encoding with the scalar UTF-8 string `value`, as the writer does.
+void set_encoding(const std::string& path, const char* value) {
+  RawFile file(path);
+  H5Adelete(file.id(), kEncodingAttr);
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  hid_t space = H5Screate(H5S_SCALAR);
+  hid_t attr = H5Acreate2(file.id(), kEncodingAttr, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(attr, type, &value);
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+// The largest height and width among samples [0, n), as write_encoded() records them.
+std::pair<int64_t, int64_t> largest_of(int64_t n) {
+  int64_t max_h = 0, max_w = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t h = 0, w = 0;
+    jpeg_of(i, &h, &w);
+    max_h = std::max(max_h, h);
+    max_w = std::max(max_w, w);
+  }
+  return {max_h, max_w};
+}
+
+// EXPECT that opening `path` is refused with "<path>: <what>..." (a macro: failures name the
+// caller's line).
+#define EXPECT_REFUSED(path, what) \
+  EXPECT_THAT_MESSAGE(ImageSource::open({path}), rt::DatasetFormatError, (path) + ": " + (what))
+
+// The index checks at open beyond /offsets (docs/dataset-format.md): /shapes within the limits
+// with the largest equal to image_shape, which the decoder's buffers are sized by.
+TEST(Encoded, ShapesDisagreeingWithImageShapeAreRefused) {
+  TempDir dir;
+  const auto [h, w] = largest_of(4);
+  const std::string said = "attribute 'image_shape' says the largest image is " +
+                           std::to_string(h) + "x" + std::to_string(w) + " but /shapes holds ";
+  write_encoded(dir.file("larger.h5"), 0, 4);
+  poke_shape(dir.file("larger.h5"), 1, static_cast<int32_t>(h + 100), 50);
+  EXPECT_REFUSED(dir.file("larger.h5"), said + std::to_string(h + 100) + "x" + std::to_string(w));
+
+  write_encoded(dir.file("smaller.h5"), 0, 4);
+  set_image_shape(dir.file("smaller.h5"), h, w + 1, 3);
+  EXPECT_REFUSED(dir.file("smaller.h5"), "attribute 'image_shape' says the largest image is " +
+                                             std::to_string(h) + "x" + std::to_string(w + 1) +
+                                             " but /shapes holds " + std::to_string(h) + "x" +
+                                             std::to_string(w));
+}
+
+TEST(Encoded, AShapeOutsideTheLimitsIsRefusedNamingTheSample) {
+  TempDir dir;
+  write_encoded(dir.file("a.h5"), 0, 4);
+  poke_shape(dir.file("a.h5"), 0, 0, 40);  // sample 0 is the largest in neither side
+  EXPECT_REFUSED(dir.file("a.h5"), "dataset /shapes: sample 0 is 0x40, outside [1, 16384]");
+}
+
+TEST(Encoded, AnotherEncodingIsRefused) {
+  TempDir dir;
+  write_encoded(dir.file("a.h5"), 0, 4);
+  set_encoding(dir.file("a.h5"), "png");
+  EXPECT_REFUSED(dir.file("a.h5"), "attribute 'encoding' is 'png', expected 'jpeg'");
+}
+
+TEST(Encoded, LabelsNotOnePerSampleAreRefused) {
+  TempDir dir;
+  write_encoded(dir.file("a.h5"), 0, 4);
+  {
+    RawFile file(dir.file("a.h5"));
+    file.remove(kLabelsName);
+    file.create(kLabelsName, H5T_STD_I64LE, {5});
+  }
+  EXPECT_REFUSED(dir.file("a.h5"), "dataset /labels has 5 entries");
 }
 
 TEST(Encoded, TheWriterRefusesWhatTheFormatCannotHold) {
