@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
-#include "common/utc.hpp"
+#include "common/time.hpp"
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
 #include "slurm/client.hpp"

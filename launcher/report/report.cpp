@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/run_layout.hpp"
-#include "common/utc.hpp"
+#include "common/time.hpp"
 #include "run/run_dir.hpp"
 #include "spec/choices.hpp"
 #include "spec/spec.hpp"
@@ -28,32 +28,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// "2026-11-22T02:48:10Z" as Unix seconds; null when it is not that form.
+// A record's UTC time stamp (common/time.hpp's parse_utc) as Unix seconds: whole seconds as an
+// integer, with the fraction when it has one; null when it is not a time stamp.
 json report_unix_time(const std::string& text) {
-  std::tm tm{};
-  char zone = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &zone) != 7 ||
-      zone != 'Z') {
-    return nullptr;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm));
-}
-
-// "2026-11-23T23:41:08.412Z" (milliseconds optional) as Unix seconds with the fraction; null
-// when it is not that form.
-json report_unix_time_fraction(const std::string& text) {
-  const size_t dot = text.find('.');
-  if (dot == std::string::npos) return report_unix_time(text);
-  const json whole = report_unix_time(text.substr(0, dot) + "Z");
-  size_t end = dot + 1;
-  while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
-  if (whole.is_null() || end == dot + 1 || end + 1 != text.size() || text[end] != 'Z') {
-    return nullptr;
-  }
-  return static_cast<double>(whole.get<int64_t>()) + std::stod("0" + text.substr(dot, end - dot));
+  const std::optional<double> t = parse_utc(text);
+  if (!t) return nullptr;
+  if (*t == std::floor(*t)) return static_cast<int64_t>(*t);
+  return *t;
 }
 
 // The spec's figures the header shows; {"error": ...} when spec.toml does not load.
@@ -256,7 +237,7 @@ void report_attempts(const fs::path& dir, json& j) {
     j["attempts"][n.line]["node_loss"] = {{"lost_nodes", a.lost_nodes},
                                           {"added_nodes", a.added_nodes},
                                           {"detected", a.detected},
-                                          {"detected_time", report_unix_time_fraction(a.detected)},
+                                          {"detected_time", report_unix_time(a.detected)},
                                           {"detected_by", a.detected_by},
                                           {"stop_s", opt(a.stop_s)},
                                           {"recover_s", opt(a.recover_s)},

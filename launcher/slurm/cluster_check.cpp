@@ -89,8 +89,8 @@ void check_partition(const spec::Spec& spec, const PartitionInfo& p, spec::Diagn
   if (p.max_time_s && job.time_seconds > *p.max_time_s) {
     sink.error(origin, "job.time",
                "'" + job.time + "' is above the time limit of " + name + ", " +
-                   format_time_limit(*p.max_time_s) + " (MaxTime)",
-               "ask for at most " + format_time_limit(*p.max_time_s) +
+                   spec::format_slurm_time(*p.max_time_s) + " (MaxTime)",
+               "ask for at most " + spec::format_slurm_time(*p.max_time_s) +
                    ": near the limit the run checkpoints and is requeued (docs/preemption.md)");
   }
 }
@@ -141,15 +141,6 @@ void check_accounting(const spec::JobSpec& job, const std::string& partition, co
 }
 
 }  // namespace
-
-std::string format_time_limit(int64_t seconds) {
-  const int64_t days = seconds / 86400;
-  char hms[32];
-  std::snprintf(hms, sizeof hms, "%02lld:%02lld:%02lld",
-                static_cast<long long>(seconds % 86400 / 3600),
-                static_cast<long long>(seconds % 3600 / 60), static_cast<long long>(seconds % 60));
-  return days > 0 ? std::to_string(days) + "-" + hms : std::string(hms);
-}
 
 ClusterCheck check_against_cluster(const spec::Spec& spec,
                                    const std::vector<PartitionInfo>& partitions,

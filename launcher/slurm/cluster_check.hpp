@@ -28,7 +28,4 @@ ClusterCheck check_against_cluster(const spec::Spec& spec,
                                    const std::optional<Accounting>& accounting,
                                    const spec::Origin& origin);
 
-// Seconds as Slurm writes a time limit: "[D-]HH:MM:SS".
-std::string format_time_limit(int64_t seconds);
-
 }  // namespace hpctrain::slurm

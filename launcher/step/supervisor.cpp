@@ -17,7 +17,7 @@
 
 #include "common/exit_codes.hpp"
 #include "common/run_layout.hpp"
-#include "common/utc.hpp"
+#include "common/time.hpp"
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
 
@@ -29,28 +29,9 @@ volatile std::sig_atomic_t g_terminated = 0;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 bool terminated() { return g_terminated != 0; }
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// "2026-11-26T10:02:03.456Z".
-std::string utc_ms(int64_t ms) {
-  const std::time_t seconds = ms / 1000;
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char text[64];
-  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms % 1000));
-  return text;
-}
 
 // Seconds to one decimal, as the ledger writes them.
 double tenths(double seconds) { return std::round(seconds * 10) / 10; }
@@ -285,9 +266,9 @@ int Supervisor::watch_step(Child& srun) {
     if (!watching_ || terminated()) continue;
     dead_ = confirmed_dead();
     if (!dead_.empty()) {
-      detected_ms_ = now_ms();
+      detected_ms_ = unix_time_ms();
       stop_step(srun);
-      stopped_ms_ = now_ms();
+      stopped_ms_ = unix_time_ms();
       break;
     }
   }
@@ -303,7 +284,7 @@ void Supervisor::look_again(int status) {
   };
   if (failed()) {
     dead_ = confirmed_dead();
-    if (!dead_.empty()) detected_ms_ = stopped_ms_ = now_ms();
+    if (!dead_.empty()) detected_ms_ = stopped_ms_ = unix_time_ms();
   }
   if (!failed()) return;
   const auto v = find_verdict(run::metrics_tail(c_.task_dir), tag());
@@ -320,9 +301,9 @@ void Supervisor::look_again(int status) {
   }
   if (dead_.empty()) return;
   detected_ms_ =
-      v->wall_time > 0 ? static_cast<int64_t>(std::llround(v->wall_time * 1000)) : now_ms();
+      v->wall_time > 0 ? static_cast<int64_t>(std::llround(v->wall_time * 1000)) : unix_time_ms();
   suspect_text_ = v->message;
-  stopped_ms_ = now_ms();
+  stopped_ms_ = unix_time_ms();
 }
 
 // A node is lost: replace it (or shrink) and go on in this allocation; false when the job must
@@ -376,7 +357,7 @@ bool Supervisor::handle_loss(int status) {
   for (const auto& [node, why] : dead_) {
     if (why != "silent") continue;
     const int64_t fence_ms = detected_ms_ + (k_.heartbeat_timeout_s + 5) * 1000;
-    while (now_ms() < fence_ms && !terminated()) pause_for(milliseconds(500));
+    while (unix_time_ms() < fence_ms && !terminated()) pause_for(milliseconds(500));
     break;
   }
   return !terminated();

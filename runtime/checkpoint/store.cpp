@@ -13,7 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/run_layout.hpp"
-#include "common/utc.hpp"
+#include "common/time.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::checkpoint {

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "common/clock.hpp"
+#include "common/time.hpp"
 #include "common/error.hpp"
 #include "spec/spec.hpp"
 

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "common/error.hpp"
+#include "common/time.hpp"
 #include "common/host.hpp"
 #include "tensorboard/compat/proto/event.pb.h"
 #include "tensorboard/record.hpp"
@@ -19,10 +20,6 @@ namespace hpctrain::tensorboard {
 namespace {
 
 constexpr std::string_view kEventFilePrefix = "events.out.tfevents.";
-
-double seconds_since_epoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string serialize(const ::tensorboard::Event& event) {
   std::string bytes;
@@ -102,7 +99,7 @@ EventWriter::EventWriter(const std::filesystem::path& dir, std::ostream& warn) :
   if (ec) HPCTRAIN_THROW(rt::Error, "cannot create " + dir.string() + ": " + ec.message());
   last_steps_ = last_steps(dir, warn);
 
-  const double now = seconds_since_epoch();
+  const double now = unix_time();
   const std::string name = std::string(kEventFilePrefix) +
                            std::to_string(static_cast<int64_t>(now)) + "." + host_name() + "." +
                            std::to_string(::getpid());

@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/clock.hpp"
+#include "common/time.hpp"
 #include "common/error.hpp"
 #include "common/run_layout.hpp"
 #include "model/weights.hpp"

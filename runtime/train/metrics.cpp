@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/run_layout.hpp"
+#include "common/time.hpp"
 
 namespace hpctrain::train {
 
@@ -41,7 +42,6 @@ void write_suspects(const std::filesystem::path& run_dir, const std::string& kin
     if (r < 0 || static_cast<size_t>(r) >= hosts.size() || hosts[r].empty()) continue;
     if (std::find(nodes.begin(), nodes.end(), hosts[r]) == nodes.end()) nodes.push_back(hosts[r]);
   }
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
   MetricsLog(run_dir / layout::kMetrics)
       .write({{"kind", kind},
               {"tag", step_tag},
@@ -49,7 +49,7 @@ void write_suspects(const std::filesystem::path& run_dir, const std::string& kin
               {"ranks", ranks},
               {"hosts", nodes},
               {"message", message},
-              {"wall_time", std::chrono::duration<double>(now).count()}});
+              {"wall_time", unix_time()}});
 }
 
 }  // namespace hpctrain::train

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "common/clock.hpp"
+#include "common/time.hpp"
 #include "common/error.hpp"
 #include "common/progress.hpp"
 #include "common/run_layout.hpp"
@@ -52,10 +52,6 @@ double peak_rss_mib() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-double unix_time() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Mixed precision for the forward pass, as torch.autocast(device, dtype) does; restores the

@@ -66,8 +66,6 @@ TEST(ClusterInfo, TimeLimitsAndGres) {
   EXPECT_EQ(gpus_in_gres("gpu:a100:2,gpu:v100:2(S:1),mps:100"), 4);
   EXPECT_EQ(gpus_in_gres("mps:100,shard:8"), 0);
   EXPECT_EQ(gpus_in_gres("gpu"), 1);
-  EXPECT_EQ(format_time_limit(300), "00:05:00");
-  EXPECT_EQ(format_time_limit(93840), "1-02:04:00");
 }
 
 TEST(ClusterInfo, SacctmgrAssociationsAndQos) {
