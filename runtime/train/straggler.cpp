@@ -1,6 +1,7 @@
 #include "train/straggler.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "spec/spec.hpp"
 
@@ -53,6 +54,39 @@ std::optional<StragglerVerdict> StragglerWatch::observe(
 
 StragglerWatch straggler_watch_from_spec(const spec::ResilienceSpec& resilience) {
   return StragglerWatch(resilience.straggler_ratio, resilience.straggler_windows);
+}
+
+StragglerMonitor straggler_monitor_from_spec(const spec::ResilienceSpec& resilience,
+                                             std::vector<std::string> hosts) {
+  return StragglerMonitor(resilience.evict_stragglers, straggler_watch_from_spec(resilience),
+                          std::move(hosts));
+}
+
+std::optional<RankSpread> StragglerMonitor::compare(const std::vector<double>& p50) const {
+  if (p50.size() < 2) return std::nullopt;
+  return compare_ranks(p50);
+}
+
+std::optional<std::string> StragglerMonitor::host(int64_t rank) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= hosts_.size()) return std::nullopt;
+  return hosts_[static_cast<size_t>(rank)];
+}
+
+std::optional<Eviction> StragglerMonitor::watch(const std::vector<double>& p50) {
+  if (!evict_ || hosts_.size() != p50.size()) return std::nullopt;
+  const auto verdict = watch_.observe(node_busy_times(hosts_, p50));
+  if (!verdict) return std::nullopt;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "straggler: node %s busy %.3f s a step (its slowest rank's p50), %.1fx the "
+                "nodes' median %.3f s, for %lld log windows in a row",
+                verdict->node.c_str(), verdict->busy_s, verdict->busy_s / verdict->median_s,
+                verdict->median_s, static_cast<long long>(verdict->windows));
+  Eviction e{verdict->node, {}, text};
+  for (size_t rank = 0; rank < hosts_.size(); ++rank) {
+    if (hosts_[rank] == verdict->node) e.ranks.push_back(static_cast<int>(rank));
+  }
+  return e;
 }
 
 }  // namespace hpctrain::train

@@ -83,4 +83,40 @@ class StragglerWatch {
 // The watch resilience.straggler_ratio and resilience.straggler_windows ask for.
 StragglerWatch straggler_watch_from_spec(const spec::ResilienceSpec& resilience);
 
+// A straggler's node to let go, with the ranks on it and the sentence that says why.
+struct Eviction {
+  std::string node;
+  std::vector<int> ranks;
+  std::string message;  // "straggler: node N busy ... for K log windows in a row"
+};
+
+// The trainer's straggler monitor: every log window, the ranks' busy times compared
+// (compare_ranks: rank 0 reports the spread) and, with resilience.evict_stragglers, the watch
+// fed the nodes' busy times (eviction's verdict; every rank reaches the same).
+class StragglerMonitor {
+ public:
+  // `evict`: resilience.evict_stragglers, judged by `watch`; `hosts`: every rank's host, by
+  // rank (empty: unknown; then no node is judged).
+  StragglerMonitor(bool evict, StragglerWatch watch, std::vector<std::string> hosts)
+      : evict_(evict), watch_(watch), hosts_(std::move(hosts)) {}
+
+  // The window's spread over the ranks (`p50` by rank); nullopt with fewer than two ranks.
+  std::optional<RankSpread> compare(const std::vector<double>& p50) const;
+  // The host of `rank`, as known (perhaps empty); nullopt when unknown.
+  std::optional<std::string> host(int64_t rank) const;
+  // Eviction: one window's `p50` of every rank fed to the watch; the node to let go once the
+  // watch reaches its verdict. nullopt without evict_stragglers or when the hosts are not one
+  // per rank.
+  std::optional<Eviction> watch(const std::vector<double>& p50);
+
+ private:
+  bool evict_;
+  StragglerWatch watch_;
+  std::vector<std::string> hosts_;
+};
+
+// The monitor the [resilience] keys ask for, over `hosts`.
+StragglerMonitor straggler_monitor_from_spec(const spec::ResilienceSpec& resilience,
+                                             std::vector<std::string> hosts);
+
 }  // namespace hpctrain::train

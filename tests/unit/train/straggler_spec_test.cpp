@@ -50,5 +50,26 @@ TEST(StragglerWatchFromSpec, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(verdict->windows, 3);
 }
 
+TEST(StragglerMonitorFromSpec, EvictsOnlyWhenTheSpecSaysSo) {
+  test::TempDir dir;
+  const std::vector<std::string> hosts = {"n1", "n1", "n2", "n2"};
+  const std::vector<double> p50 = {0.010, 0.011, 0.100, 0.012};  // n2's rank 2 far behind
+  StragglerMonitor evicting = straggler_monitor_from_spec(load_spec(dir, "").resilience, hosts);
+  std::optional<Eviction> e;
+  for (int window = 1; window <= 3 && !e; ++window) e = evicting.watch(p50);
+  ASSERT_TRUE(e.has_value()) << "no eviction after the default 3 windows";
+  EXPECT_EQ(e->node, "n2");
+  EXPECT_EQ(e->ranks, (std::vector<int>{2, 3}));
+
+  const std::string off = test::minimal_spec("[resilience]\nevict_stragglers = false\n");
+  StragglerMonitor watching =
+      straggler_monitor_from_spec(spec::load(test::spec_in(dir, off)).spec.resilience, hosts);
+  for (int window = 0; window < 10; ++window) EXPECT_FALSE(watching.watch(p50)) << window;
+  // The log window's comparison does not depend on eviction.
+  ASSERT_TRUE(watching.compare(p50));
+  EXPECT_TRUE(watching.compare(p50)->behind);
+  EXPECT_EQ(watching.compare(p50)->slowest, 2);
+}
+
 }  // namespace
 }  // namespace hpctrain::train

@@ -188,5 +188,37 @@ TEST(Straggler, EquallySlowNodesTakeTheFirstByName) {
   EXPECT_EQ(v->node, "n2");
 }
 
+TEST(StragglerMonitor, EvictionNamesTheNodeItsRanksAndWhy) {
+  StragglerMonitor monitor(/*evict=*/true, StragglerWatch(1.5, 2), {"a", "b", "b", "c"});
+  const std::vector<double> p50 = {0.010, 0.012, 0.090, 0.011};
+  EXPECT_FALSE(monitor.watch(p50));
+  const auto e = monitor.watch(p50);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->node, "b");
+  EXPECT_EQ(e->ranks, (std::vector<int>{1, 2}));
+  EXPECT_EQ(e->message,
+            "straggler: node b busy 0.090 s a step (its slowest rank's p50), 8.2x the nodes' "
+            "median 0.011 s, for 2 log windows in a row");
+}
+
+TEST(StragglerMonitor, NoEvictionWithoutTheKeyOrWithoutOneHostPerRank) {
+  const std::vector<double> p50 = {0.010, 0.090};
+  StragglerMonitor off(/*evict=*/false, StragglerWatch(1.5, 1), {"a", "b"});
+  EXPECT_FALSE(off.watch(p50));
+  StragglerMonitor unknown(/*evict=*/true, StragglerWatch(1.5, 1), {});
+  EXPECT_FALSE(unknown.watch(p50));
+  EXPECT_FALSE(unknown.host(1));
+  StragglerMonitor on(/*evict=*/true, StragglerWatch(1.5, 1), {"a", "b"});
+  EXPECT_TRUE(on.watch(p50));
+  EXPECT_EQ(on.host(1), "b");
+  EXPECT_FALSE(on.host(2));
+}
+
+TEST(StragglerMonitor, OneRankComparesWithNothing) {
+  StragglerMonitor monitor(false, StragglerWatch(1.5, 3), {"a"});
+  EXPECT_FALSE(monitor.compare({0.5}));
+  ASSERT_TRUE(monitor.compare({0.01, 0.5}));
+}
+
 }  // namespace
 }  // namespace hpctrain::train
