@@ -32,8 +32,8 @@ namespace hpctrain::train {
 
 class FusedStep {
  public:
-  // `optimizer`: an SGD or AdamW from make_optimizer(); throws rt::Error for another. `params`:
-  // the parameters by name, for errors (unnamed ones are called by their position).
+  // `optimizer`: an SGD or AdamW from optimizer_from_spec(); throws rt::Error for another.
+  // `params`: the parameters by name, for errors (unnamed ones are called by their position).
   explicit FusedStep(torch::optim::Optimizer& optimizer, const NamedParams& params = {});
 
   // One step over the parameters with a gradient. found_inf: undefined, or a one-element float32

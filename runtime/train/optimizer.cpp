@@ -12,14 +12,14 @@
 namespace hpctrain::train {
 namespace {
 
-// Groups of (params, weight decay): one group, or decayed and exempt ones.
-std::vector<std::pair<std::vector<at::Tensor>, double>> groups(const spec::Spec& spec,
+// Groups of (params, weight decay `wd`): one group, or decayed and exempt ones (parameters of
+// one dimension, unless `decay_bn_bias`).
+std::vector<std::pair<std::vector<at::Tensor>, double>> groups(double wd, bool decay_bn_bias,
                                                                const NamedParams& params) {
-  const double wd = spec.train.optimizer.weight_decay;
   std::vector<at::Tensor> decayed, exempt;
   for (const auto& [name, p] : params) {
     if (!p.requires_grad()) continue;
-    (spec.train.optimizer.decay_bn_bias || p.dim() > 1 ? decayed : exempt).push_back(p);
+    (decay_bn_bias || p.dim() > 1 ? decayed : exempt).push_back(p);
   }
   std::vector<std::pair<std::vector<at::Tensor>, double>> out;
   if (!decayed.empty()) out.emplace_back(std::move(decayed), wd);
@@ -32,13 +32,13 @@ std::vector<std::pair<std::vector<at::Tensor>, double>> groups(const spec::Spec&
 
 }  // namespace
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::Spec& spec,
-                                                        const NamedParams& params, double lr) {
+std::unique_ptr<torch::optim::Optimizer> optimizer_from_spec(const spec::Spec& spec,
+                                                             const NamedParams& params, double lr) {
   const auto& o = spec.train.optimizer;
   std::vector<torch::optim::OptimizerParamGroup> param_groups;
   switch (o.name) {
     case spec::Optimizer::kSgd: {
-      for (auto& [tensors, wd] : groups(spec, params)) {
+      for (auto& [tensors, wd] : groups(o.weight_decay, o.decay_bn_bias, params)) {
         param_groups.emplace_back(
             tensors, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(lr)
                                                                     .momentum(o.momentum)
@@ -54,7 +54,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::Spec& spec,
     }
     case spec::Optimizer::kAdamW: {
       const auto betas = std::make_tuple(o.betas.at(0), o.betas.at(1));
-      for (auto& [tensors, wd] : groups(spec, params)) {
+      for (auto& [tensors, wd] : groups(o.weight_decay, o.decay_bn_bias, params)) {
         param_groups.emplace_back(
             tensors, std::make_unique<torch::optim::AdamWOptions>(
                          torch::optim::AdamWOptions(lr).betas(betas).eps(o.eps).weight_decay(wd)));

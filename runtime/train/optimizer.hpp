@@ -22,8 +22,8 @@ using NamedParams = std::vector<std::pair<std::string, at::Tensor>>;
 
 // Only the parameters that require grad are optimised; the learning rate is set every step by
 // the schedule (set_lr), so the one given here is the schedule's first.
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const spec::Spec& spec,
-                                                        const NamedParams& params, double lr);
+std::unique_ptr<torch::optim::Optimizer> optimizer_from_spec(const spec::Spec& spec,
+                                                             const NamedParams& params, double lr);
 
 // Sets the learning rate of every parameter group.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);

@@ -116,7 +116,7 @@ struct Rank {
   Rank(const spec::Spec& spec, const data::DatasetInfo& info, dist::Communicator& comm)
       : model(resnet20(spec)),
         params(model_params(*model)),
-        optimizer(make_optimizer(spec, params.named, /*lr=*/0.1)),
+        optimizer(optimizer_from_spec(spec, params.named, /*lr=*/0.1)),
         local_sgd(build_local_sgd(spec, *model, params.named, comm)),
         state{*model, *optimizer, params.named, nullptr, info, local_sgd.get()} {}
 

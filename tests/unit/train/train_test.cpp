@@ -93,7 +93,7 @@ TEST(Optimizer, BatchNormAndBiasesCanBeExemptFromWeightDecay) {
     auto w = torch::full({2, 2}, 1.0).requires_grad_();
     auto b = torch::full({2}, 1.0).requires_grad_();
     auto frozen = torch::full({2}, 1.0);  // requires_grad false: not optimised
-    auto opt = make_optimizer(s, {{"w", w}, {"b", b}, {"frozen", frozen}}, /*lr=*/0.1);
+    auto opt = optimizer_from_spec(s, {{"w", w}, {"b", b}, {"frozen", frozen}}, /*lr=*/0.1);
     EXPECT_EQ(opt->param_groups().size(), decay_all ? 1u : 2u);
     w.mutable_grad() = torch::full({2, 2}, 0.25);
     b.mutable_grad() = torch::full({2}, 0.25);
@@ -249,7 +249,7 @@ void expect_fused_matches(spec::Optimizer name, bool nesterov) {
   auto make = [&](at::Tensor& w, at::Tensor& b) {
     w = w0.clone().contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
     b = b0.clone().requires_grad_();
-    return make_optimizer(s, {{"w", w}, {"b", b}}, /*lr=*/0.1);
+    return optimizer_from_spec(s, {{"w", w}, {"b", b}}, /*lr=*/0.1);
   };
   at::Tensor rw, rb, fw, fb;
   auto reference = make(rw, rb);
@@ -312,7 +312,7 @@ TEST(FusedStep, AStateTensorLaidOutUnlikeItsParameterIsAnErrorNamingIt) {
   const at::Tensor w =
       torch::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
   const at::Tensor b = torch::randn({4}).requires_grad_();
-  auto optimizer = make_optimizer(s, {{"conv.weight", w}, {"conv.bias", b}}, /*lr=*/0.1);
+  auto optimizer = optimizer_from_spec(s, {{"conv.weight", w}, {"conv.bias", b}}, /*lr=*/0.1);
   {
     auto state = std::make_unique<torch::optim::SGDParamState>();
     state->momentum_buffer(torch::zeros({4, 3, 2, 2}));  // contiguous
@@ -378,7 +378,7 @@ TEST(Restore, RestoredTensorsTakeTheLiveTensorsDeviceDtypeSizesAndStrides) {
   s.train.optimizer.betas = {0.9, 0.999};
   const at::Tensor w =
       torch::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
-  auto adamw = make_optimizer(s, {{"w", w}}, 0.1);
+  auto adamw = optimizer_from_spec(s, {{"w", w}}, 0.1);
   load_optimizer_state(*adamw, {{"w", w}},
                        {{"w.step", at::scalar_tensor(3, at::kLong)},
                         {"w.exp_avg", torch::ones({4, 3, 2, 2})},

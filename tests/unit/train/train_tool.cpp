@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     train::NamedParams params = {{"w", torch::randn({3, 4}).requires_grad_()},
                                  {"b", torch::randn({4}).requires_grad_()}};
     for (auto& [name, p] : params) record.insert(c.name + "/init/" + name, p.detach().clone());
-    auto optimizer = train::make_optimizer(s, params, lrs[0]);
+    auto optimizer = train::optimizer_from_spec(s, params, lrs[0]);
     for (int64_t k = 0; k < kSteps; ++k) {
       train::set_lr(*optimizer, lrs[static_cast<size_t>(k)]);
       for (auto& [name, p] : params) {
