@@ -13,7 +13,7 @@ namespace hpctrain::train {
 namespace {
 
 // The source of [data] train or val: files, or synthetic images for train.
-std::shared_ptr<const data::ImageSource> open_source(const spec::Spec& spec, bool train) {
+std::shared_ptr<const data::ImageSource> source_from_spec(const spec::Spec& spec, bool train) {
   if (train && spec.data.synthetic) {
     const int64_t classes = spec.model.num_classes;
     return data::ImageSource::synthetic(spec.data.synthetic_samples, spec.data.synthetic_image_size,
@@ -26,7 +26,8 @@ std::shared_ptr<const data::ImageSource> open_source(const spec::Spec& spec, boo
 
 }  // namespace
 
-void configure_backends(const spec::Spec& spec, const at::Device& device, bool fp16_on_cpu) {
+void configure_backends_from_spec(const spec::Spec& spec, const at::Device& device,
+                                  bool fp16_on_cpu) {
   // Threads before any parallel work.
   const int64_t threads = spec.train.threads.value_or(spec.job.cpus_per_task);
   at::set_num_threads(static_cast<int>(std::max<int64_t>(1, threads)));
@@ -40,9 +41,9 @@ void configure_backends(const spec::Spec& spec, const at::Device& device, bool f
   }
 }
 
-TrainData build_data(const spec::Spec& spec, int rank, int world, const InputPath& path) {
+TrainData data_from_spec(const spec::Spec& spec, int rank, int world, const InputPath& path) {
   TrainData out;
-  out.train_source = open_source(spec, /*train=*/true);
+  out.train_source = source_from_spec(spec, /*train=*/true);
   const data::DatasetInfo& info = out.train_source->info();
   if (info.num_classes > spec.model.num_classes) {
     HPCTRAIN_THROW(rt::DatasetFormatError, "the training data has " +
@@ -59,7 +60,7 @@ TrainData build_data(const spec::Spec& spec, int rank, int world, const InputPat
   configure_loader(train_config, path);
   out.train = std::make_unique<data::Loader>(out.train_source, std::move(train_config));
   if (!spec.data.val.empty()) {
-    out.val_source = open_source(spec, /*train=*/false);
+    out.val_source = source_from_spec(spec, /*train=*/false);
     auto config = data::loader_config_from_spec(spec, /*train=*/false, rank, world);
     config.transform.mean = info.mean;  // normalised as the model saw its training data
     config.transform.std = info.std;
@@ -70,9 +71,9 @@ TrainData build_data(const spec::Spec& spec, int rank, int world, const InputPat
   return out;
 }
 
-std::shared_ptr<model::Classifier> initial_model(const spec::Spec& spec, int64_t channels,
-                                                 const at::Device& device,
-                                                 dist::Communicator& comm) {
+std::shared_ptr<model::Classifier> model_from_spec(const spec::Spec& spec, int64_t channels,
+                                                   const at::Device& device,
+                                                   dist::Communicator& comm) {
   torch::manual_seed(static_cast<uint64_t>(spec.train.seed));
   auto model = model::build_model(model::model_config_from_spec(spec, channels));
   model->to(device);
@@ -84,19 +85,8 @@ std::shared_ptr<model::Classifier> initial_model(const spec::Spec& spec, int64_t
   return model;
 }
 
-ModelParams model_params(model::Classifier& model) {
-  ModelParams out;
-  for (auto& p : model.named_parameters()) {
-    out.named.emplace_back(p.key(), p.value());
-    out.names.push_back(p.key());
-    out.all.push_back(p.value());
-    if (p.value().requires_grad()) out.trainable.push_back(p.value());
-  }
-  return out;
-}
-
-std::unique_ptr<LocalSgd> build_local_sgd(const spec::Spec& spec, model::Classifier& model,
-                                          const NamedParams& named, dist::Communicator& comm) {
+std::unique_ptr<LocalSgd> local_sgd_from_spec(const spec::Spec& spec, model::Classifier& model,
+                                              const NamedParams& named, dist::Communicator& comm) {
   if (spec.train.sync != spec::Sync::kLocalSgd) return nullptr;
   NamedParams trainable, buffers;
   for (const auto& [name, p] : named) {
@@ -106,8 +96,8 @@ std::unique_ptr<LocalSgd> build_local_sgd(const spec::Spec& spec, model::Classif
   return std::make_unique<LocalSgd>(trainable, buffers, comm, local_sgd_options_from_spec(spec));
 }
 
-StepPlan plan_steps(const spec::Spec& spec, const data::DatasetInfo& info, int64_t steps_per_epoch,
-                    int world) {
+StepPlan step_plan_from_spec(const spec::Spec& spec, const data::DatasetInfo& info,
+                             int64_t steps_per_epoch, int world) {
   if (steps_per_epoch < 1) {
     HPCTRAIN_THROW(rt::DataError, "an epoch of " + std::to_string(info.num_samples) +
                                       " training samples holds no full batch of " +
@@ -122,32 +112,22 @@ StepPlan plan_steps(const spec::Spec& spec, const data::DatasetInfo& info, int64
   return plan;
 }
 
-std::unique_ptr<GradScaler> build_scaler(const spec::Spec& spec, const TrainOptions& options,
-                                         const at::Device& device) {
+std::unique_ptr<GradScaler> scaler_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
+                                             const at::Device& device) {
   if (spec.train.precision != spec::Precision::kFp16) return nullptr;
   GradScalerConfig scaling;
-  if (options.fp16_init_scale) scaling.init_scale = *options.fp16_init_scale;
-  if (options.fp16_growth_interval) scaling.growth_interval = *options.fp16_growth_interval;
+  if (hooks.fp16_init_scale) scaling.init_scale = *hooks.fp16_init_scale;
+  if (hooks.fp16_growth_interval) scaling.growth_interval = *hooks.fp16_growth_interval;
   return std::make_unique<GradScaler>(scaling, device);
 }
 
-std::unique_ptr<Checkpointer> build_checkpointer(const spec::Spec& spec,
-                                                 const TrainOptions& options,
-                                                 dist::Communicator& comm) {
-  auto checkpointer = std::make_unique<Checkpointer>(spec, options.run_dir, comm,
-                                                     options.job_end_time, options.out);
-  if (!options.resume_skip.empty() || !options.resume_pieces_file.empty()) {
-    checkpointer->set_restore_ablation(options.resume_skip, options.resume_pieces_file);
-  }
-  return checkpointer;
-}
-
-std::unique_ptr<std::ofstream> open_trace(const TrainOptions& options, int rank) {
-  if (options.trace_samples.empty()) return nullptr;
-  return std::make_unique<std::ofstream>(
-      options.trace_samples.string() + (options.step_tag.empty() ? "" : "." + options.step_tag) +
-          ".rank-" + std::to_string(rank),
-      std::ios::app);
+std::unique_ptr<std::ofstream> open_trace(const TrainHooks& hooks, const std::string& srun_step_tag,
+                                          int rank) {
+  if (hooks.trace_samples.empty()) return nullptr;
+  return std::make_unique<std::ofstream>(hooks.trace_samples.string() +
+                                             (srun_step_tag.empty() ? "" : "." + srun_step_tag) +
+                                             ".rank-" + std::to_string(rank),
+                                         std::ios::app);
 }
 
 }  // namespace hpctrain::train

@@ -75,7 +75,7 @@ std::set<std::string> comma_list(const dist::EnvMap& env, const std::string& nam
 EnvOverrides read_env_overrides(const dist::EnvMap& env) {
   EnvOverrides o;
   o.user.run_dir = value(env, "HPCTRAIN_RUN_DIR").value_or("");
-  o.user.step_tag = value(env, "HPCTRAIN_STEP_TAG").value_or("");
+  o.user.srun_step_tag = value(env, "HPCTRAIN_STEP_TAG").value_or("");
   o.user.world_size = positive_integer(env, "HPCTRAIN_WORLD_SIZE");
   o.user.torch_log_level = env.count("TORCH_CPP_LOG_LEVEL") > 0;
 

@@ -23,7 +23,7 @@ struct UserSettings {
   std::string run_dir;
   // HPCTRAIN_STEP_TAG: which srun step of the batch script this is ("RESTART.STEP"), for the
   // "started" record and the hang record in metrics.jsonl.
-  std::string step_tag;
+  std::string srun_step_tag;
   // HPCTRAIN_WORLD_SIZE: the ranks of this step after the script shrank the world around a lost
   // node (resilience.on_node_loss = "shrink"); unset: the spec's nodes x tasks_per_node.
   std::optional<int64_t> world_size;
@@ -36,7 +36,7 @@ struct TestPlants {
   // (common/progress.hpp parses and plants it once the rank is known).
   std::string stall;
   // HPCTRAIN_TRACE_SAMPLES=PATH: each rank appends every batch's epoch, step and samples to
-  // PATH.rank-R, PATH.TAG.rank-R with a step tag (train::TrainOptions::trace_samples); empty: off.
+  // PATH.rank-R, PATH.TAG.rank-R with a step tag (train::TrainHooks::trace_samples); empty: off.
   std::string trace_samples;
   // HPCTRAIN_GPU_PATH_ON_CPU=1: the GPU's input path and fused optimizer on the CPU.
   bool gpu_path_on_cpu = false;

@@ -126,13 +126,27 @@ void plant_stall(const TestPlants& test, dist::ProcessGroup& group) {
   }
 }
 
+// The test plants that reach the trainer.
+train::TrainHooks train_hooks(const TestPlants& test) {
+  train::TrainHooks h;
+  h.trace_samples = test.trace_samples;
+  h.device_path_on_cpu = test.gpu_path_on_cpu;
+  h.cuda_sync_debug = test.cuda_sync_debug;
+  h.fp16_init_scale = test.fp16_init_scale;
+  h.fp16_on_cpu = test.fp16_on_cpu;
+  h.fp16_growth_interval = test.fp16_growth_interval;
+  h.resume_skip = test.resume_skip;
+  h.resume_pieces_file = test.resume_pieces_file;
+  return h;
+}
+
 void start_heartbeat(const spec::Spec& spec, dist::ProcessGroup& group,
-                     const std::filesystem::path& run_dir, const std::string& step_tag) {
+                     const std::filesystem::path& run_dir, const std::string& srun_step_tag) {
   dist::HeartbeatOptions beat = dist::heartbeat_options_from_spec(spec);
   // The hang in metrics.jsonl, for the batch script: it treats the named ranks' nodes as lost.
-  beat.on_hang = [run_dir, step_tag, hosts = group.hosts()](const std::vector<int>& named,
-                                                            const std::string& message) {
-    train::write_suspects(run_dir, "hang", step_tag, progress::snapshot().step, named, hosts,
+  beat.on_hang = [run_dir, srun_step_tag, hosts = group.hosts()](const std::vector<int>& named,
+                                                                 const std::string& message) {
+    train::write_suspects(run_dir, "hang", srun_step_tag, progress::snapshot().step, named, hosts,
                           message);
   };
   group.start_heartbeat(beat);
@@ -146,15 +160,8 @@ train::TrainOptions train_options(const std::filesystem::path& run_dir,
   t.out = &std::cout;
   t.hosts = group.hosts();
   t.job_end_time = world.job_end_time;
-  t.step_tag = env.user.step_tag;
-  t.trace_samples = env.test.trace_samples;
-  t.device_path_on_cpu = env.test.gpu_path_on_cpu;
-  t.cuda_sync_debug = env.test.cuda_sync_debug;
-  t.fp16_init_scale = env.test.fp16_init_scale;
-  t.fp16_on_cpu = env.test.fp16_on_cpu;
-  t.fp16_growth_interval = env.test.fp16_growth_interval;
-  t.resume_skip = env.test.resume_skip;
-  t.resume_pieces_file = env.test.resume_pieces_file;
+  t.srun_step_tag = env.user.srun_step_tag;
+  t.hooks = train_hooks(env.test);
   return t;
 }
 
@@ -167,7 +174,7 @@ int train_rank(const spec::Spec& spec, const dist::WorldInfo& world, dist::Proce
   const std::filesystem::path run_dir =
       env.user.run_dir.empty() ? spec.job.run_dir : env.user.run_dir;
   std::filesystem::create_directories(run_dir);
-  start_heartbeat(spec, group, run_dir, env.user.step_tag);
+  start_heartbeat(spec, group, run_dir, env.user.srun_step_tag);
   const train::TrainResult result =
       train::train(spec, group.communicator(), train_options(run_dir, world, group, env));
   group.leave();

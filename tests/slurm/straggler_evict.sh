@@ -46,7 +46,7 @@ jq -e -s '
           (.recover_s | type == "number")) and
   (.[1] | .reason == "completed" and .nodes == "node3,node4,node1" and .last_step == 60)' \
   "$run/attempts.jsonl" > /dev/null || fail "evict: the ledger is not an eviction then completion"
-grep -q 'in a row; evicting the node); last committed checkpoint: step [0-9]*; exiting for the batch script to replace the node' \
+grep -q 'in a row; evicting the node); last committed checkpoint: step [0-9]*; exiting for the step supervisor to replace the node' \
   "$run"/logs/*.out || fail "evict: rank 0 did not say why it stopped: $(grep -h 'stopping' "$run"/logs/*.out)"
 evicted_at=$(jq -r 'select(.kind == "evict") | .step' "$run/metrics.jsonl")
 resumed=$(jq -r 'select(.kind == "started" and .tag == "0.1") | .resumed_from' "$run/metrics.jsonl")

@@ -30,6 +30,7 @@
 #include "train/evaluate.hpp"
 #include "train/local_sgd.hpp"
 #include "train/optimizer.hpp"
+#include "train/train_step.hpp"
 #include "train/trainer.hpp"
 
 namespace hpctrain::train {
@@ -117,7 +118,7 @@ struct Rank {
       : model(resnet20(spec)),
         params(model_params(*model)),
         optimizer(optimizer_from_spec(spec, params.named, /*lr=*/0.1)),
-        local_sgd(build_local_sgd(spec, *model, params.named, comm)),
+        local_sgd(local_sgd_from_spec(spec, *model, params.named, comm)),
         state{*model, *optimizer, params.named, nullptr, info, local_sgd.get()} {}
 
   // Copies of the model's state dict, the optimizer's state and local SGD's shared state.
@@ -183,9 +184,10 @@ every_steps = 1
   test::on_gloo_ranks(kSaving, [&](GlooCommunicator& comm) {
     Rank rank(spec, info, comm);
     train_apart(rank, comm.rank());
-    Checkpointer checkpointer(spec, dir / "run", comm, std::nullopt, nullptr);
+    Checkpointer checkpointer(checkpoint_options_from_spec(spec, dir / "run", std::nullopt), comm,
+                              nullptr);
     checkpointer.save(rank.state, Position{/*step=*/5, /*epoch=*/0, /*consumed=*/5 * 24},
-                      /*finished=*/false, /*allow_async=*/false);
+                      /*finished=*/false, SaveKind::kBlocking);
     saved[static_cast<size_t>(comm.rank())] = rank.copy();
   });
   const std::vector<Tensors> models = part(saved, &Rank::Saved::model);
@@ -202,7 +204,8 @@ every_steps = 1
   test::on_gloo_ranks(kResuming, [&](GlooCommunicator& comm) {
     const auto r = static_cast<size_t>(comm.rank());
     Rank rank(spec, info, comm);
-    Checkpointer checkpointer(spec, dir / "run", comm, std::nullopt, nullptr);
+    Checkpointer checkpointer(checkpoint_options_from_spec(spec, dir / "run", std::nullopt), comm,
+                              nullptr);
     const auto resumed = checkpointer.restore(rank.state);
     world_sizes[r] = resumed ? resumed->world_size : -1;
     got[r] = rank.copy();
@@ -240,8 +243,8 @@ EvalResult evaluate_weights(const spec::Spec& spec, const Tensors& weights) {
       for (auto& item : model::state_dict(*model)) item.value().copy_(weights.at(item.key()));
     }
     model->eval();
-    TrainData data = build_data(spec, comm.rank(), comm.size(),
-                                choose_input_path(at::kCPU, /*device_path_on_cpu=*/false));
+    TrainData data = data_from_spec(spec, comm.rank(), comm.size(),
+                                    choose_input_path(at::kCPU, /*device_path_on_cpu=*/false));
     const data::Transform transform = data.val->transform();
     results[static_cast<size_t>(comm.rank())] =
         evaluate([&](const at::Tensor& x) { return model->forward(x); },

@@ -24,7 +24,7 @@ std::string refusal(const dist::EnvMap& env) {
 TEST(EnvOverrides, NothingSetIsEveryDefault) {
   const EnvOverrides o = read_env_overrides({{"PATH", "/usr/bin"}});
   EXPECT_EQ(o.user.run_dir, "");
-  EXPECT_EQ(o.user.step_tag, "");
+  EXPECT_EQ(o.user.srun_step_tag, "");
   EXPECT_FALSE(o.user.world_size.has_value());
   EXPECT_FALSE(o.user.torch_log_level);
   EXPECT_EQ(o.test.stall, "");
@@ -44,7 +44,7 @@ TEST(EnvOverrides, UserSettingsAreRead) {
                                              {"HPCTRAIN_WORLD_SIZE", "12"},
                                              {"TORCH_CPP_LOG_LEVEL", "INFO"}});
   EXPECT_EQ(o.user.run_dir, "/runs/a/task-003");
-  EXPECT_EQ(o.user.step_tag, "2.1");
+  EXPECT_EQ(o.user.srun_step_tag, "2.1");
   EXPECT_EQ(o.user.world_size, 12);
   EXPECT_TRUE(o.user.torch_log_level);
   // TORCH_CPP_LOG_LEVEL is libtorch's: set at all, even empty, is the user's choice.

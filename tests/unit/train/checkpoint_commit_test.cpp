@@ -1,0 +1,148 @@
+// How the trainer's checkpoints are committed (train/checkpoint_commit.hpp), ranks as threads over
+// Gloo: a save written at once and one written in the background end in the same commit path,
+// which commits only what every rank wrote and tells every rank the outcome.
+#include "train/checkpoint_commit.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "support/gloo_communicator.hpp"
+#include "support/temp_dir.hpp"
+#include "train/agreement.hpp"
+
+namespace hpctrain::train {
+namespace {
+
+using test::GlooCommunicator;
+using test::TempDir;
+
+std::unique_ptr<CheckpointCommit> commit_in(const TempDir& dir, dist::Communicator& comm,
+                                            std::ostream* out) {
+  checkpoint::StoreOptions o;
+  o.keep_last = 10;
+  return std::make_unique<CheckpointCommit>(
+      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, comm.rank(), comm.size()),
+      comm, out);
+}
+
+// This rank's part: one file of its own.
+CheckpointCommit::MakePart part_of(int rank, bool fail = false) {
+  return [rank, fail] {
+    if (fail) throw std::runtime_error("disk on fire");
+    checkpoint::Part p;
+    p.files["part-" + std::to_string(rank) + ".bin"] = std::string(64, 'x');
+    return p;
+  };
+}
+
+std::vector<int64_t> committed(const TempDir& dir) {
+  checkpoint::StoreOptions o;
+  o.keep_last = 10;
+  return checkpoint::Store(dir.file("checkpoints"), o, 0, 1).committed_steps();
+}
+
+TEST(CheckpointCommit, AWriteAtOnceCommitsWhenEveryRankWrote) {
+  const TempDir dir;
+  std::vector<int64_t> last(2);
+  std::vector<bool> timed(2);
+  std::ostringstream log;
+  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
+    auto commit = commit_in(dir, comm, comm.rank() == 0 ? &log : nullptr);
+    const auto seconds = commit->write_now(5, {{"step", 5}}, Clock::now(), part_of(comm.rank()));
+    last[static_cast<size_t>(comm.rank())] = commit->last_committed();
+    timed[static_cast<size_t>(comm.rank())] = seconds.has_value();
+  });
+  EXPECT_EQ(committed(dir), (std::vector<int64_t>{5}));
+  EXPECT_EQ(last, (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(timed, (std::vector<bool>{true, true}));
+  EXPECT_NE(log.str().find("checkpoint step 5 committed ("), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find(" s, training stalled as long)"), std::string::npos) << log.str();
+}
+
+TEST(CheckpointCommit, ARankThatCouldNotWriteLeavesTheStepUncommittedEverywhere) {
+  const TempDir dir;
+  std::vector<int64_t> last(3);
+  std::vector<bool> timed(3, true);
+  test::on_gloo_ranks(3, [&](GlooCommunicator& comm) {
+    auto commit = commit_in(dir, comm, nullptr);
+    ASSERT_TRUE(commit->write_now(4, nlohmann::json::object(), Clock::now(), part_of(comm.rank())));
+    // Rank 2's part of step 8 fails: nothing of step 8 is committed, on any rank's word.
+    const auto seconds = commit->write_now(8, nlohmann::json::object(), Clock::now(),
+                                           part_of(comm.rank(), comm.rank() == 2));
+    last[static_cast<size_t>(comm.rank())] = commit->last_committed();
+    timed[static_cast<size_t>(comm.rank())] = seconds.has_value();
+  });
+  EXPECT_EQ(committed(dir), (std::vector<int64_t>{4}));
+  EXPECT_EQ(last, (std::vector<int64_t>{4, 4, 4}));
+  EXPECT_EQ(timed, (std::vector<bool>{false, false, false}));
+}
+
+TEST(CheckpointCommit, ABackgroundSaveCommitsOnlyOnceTheAgreementSaysAllAreDone) {
+  const TempDir dir;
+  std::atomic<bool> release{false};
+  std::vector<int64_t> before(2), after(2);
+  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
+    auto commit = commit_in(dir, comm, nullptr);
+    // Rank 1's write waits until the test releases it.
+    auto make = [&, rank = comm.rank()] {
+      while (rank == 1 && !release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return part_of(rank)();
+    };
+    commit->write_in_background(6, nlohmann::json::object(), Clock::now(), make);
+    // An agreement where rank 1 is still writing: nothing happens.
+    float pending[Agreement::kSize] = {};
+    pending[Agreement::kWriteDone] = 1;
+    pending[Agreement::kWritePending] = 1;
+    EXPECT_FALSE(commit->settle(pending, /*gathered_at=*/6));
+    // One gathered before the save began says nothing about it.
+    float stale[Agreement::kSize] = {};
+    stale[Agreement::kWriteDone] = 2;
+    EXPECT_FALSE(commit->settle(stale, /*gathered_at=*/5));
+    EXPECT_TRUE(commit->in_flight());
+    before[static_cast<size_t>(comm.rank())] = commit->last_committed();
+    release = true;
+    float done[Agreement::kSize] = {};
+    done[Agreement::kWriteDone] = 2;
+    EXPECT_TRUE(commit->settle(done, /*gathered_at=*/6));
+    EXPECT_FALSE(commit->in_flight());
+    after[static_cast<size_t>(comm.rank())] = commit->last_committed();
+  });
+  EXPECT_EQ(before, (std::vector<int64_t>{-1, -1}));
+  EXPECT_EQ(after, (std::vector<int64_t>{6, 6}));
+  EXPECT_EQ(committed(dir), (std::vector<int64_t>{6}));
+}
+
+TEST(CheckpointCommit, AFailedBackgroundWriteIsAbandonedAndDrainCommitsTheNext) {
+  const TempDir dir;
+  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
+    auto commit = commit_in(dir, comm, nullptr);
+    commit->write_in_background(3, nlohmann::json::object(), Clock::now(),
+                                part_of(comm.rank(), comm.rank() == 0));
+    // Each rank reports its own write; the sum is what the all-reduce gives every rank.
+    float mine[Agreement::kSize] = {};
+    while (true) {
+      std::fill(mine, mine + Agreement::kSize, 0.0f);
+      commit->contribute(mine);
+      if (mine[Agreement::kWritePending] == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    at::Tensor sum = at::from_blob(mine, {Agreement::kSize}).clone();
+    comm.all_reduce(sum);
+    EXPECT_EQ(sum[Agreement::kWriteFailed].item<float>(), 1);
+    EXPECT_FALSE(commit->settle(sum.data_ptr<float>(), 3));
+    EXPECT_FALSE(commit->in_flight());
+    EXPECT_EQ(commit->last_committed(), -1);
+    commit->write_in_background(4, nlohmann::json::object(), Clock::now(), part_of(comm.rank()));
+    EXPECT_TRUE(commit->drain());
+    EXPECT_EQ(commit->last_committed(), 4);
+  });
+  EXPECT_EQ(committed(dir), (std::vector<int64_t>{4}));
+}
+
+}  // namespace
+}  // namespace hpctrain::train
