@@ -307,18 +307,68 @@ std::string escape_for_script(const std::string& json) {
   return out;
 }
 
+namespace {
+
+// The timeline's colour of each ledger reason; every reason has one (the switch names them all).
+const char* reason_color(records::Reason reason) {
+  using records::Reason;
+  switch (reason) {
+    case Reason::kCompleted:
+      return "#2e7d32";
+    case Reason::kRequeued:
+      return "#1e88e5";
+    case Reason::kRestartLimit:
+      return "#c2185b";
+    case Reason::kFailedRequeued:
+      return "#fb8c00";
+    case Reason::kFailed:
+      return "#d32f2f";
+    case Reason::kTerminated:
+      return "#8e24aa";
+    case Reason::kSetupFailed:
+      return "#6d4c41";
+    case Reason::kNoProgress:
+      return "#9e9d24";
+    case Reason::kNodeLost:
+      return "#3949ab";
+    case Reason::kNodeLostRequeued:
+      return "#546e7a";
+  }
+  return "#757575";
+}
+
+}  // namespace
+
+json page_vocabulary() {
+  json fields = json::object();
+  for (const auto& [record, names] : records::field_names()) fields[record] = names;
+  json kinds = json::array();
+  for (const auto kind : records::all<records::MetricsKind>())
+    kinds.push_back(records::name_of(kind));
+  json reasons = json::array();
+  for (const auto reason : records::all<records::Reason>()) {
+    reasons.push_back({{"name", records::name_of(reason)}, {"color", reason_color(reason)}});
+  }
+  json causes = json::array();
+  for (const auto cause : records::all<records::Cause>()) causes.push_back(records::name_of(cause));
+  return {{"kinds", kinds}, {"fields", fields}, {"reasons", reasons}, {"causes", causes}};
+}
+
 std::string render_html(const json& data) {
   // Markers are replaced in the template only, never inside what was put in: a marker's text in
   // the data or in uPlot cannot be substituted again.
   const std::string_view tmpl = embedded::report_template();
   const std::string payload =
       escape_for_script(data.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace));
+  const std::string vocabulary = escape_for_script(page_vocabulary().dump());
   const std::vector<std::pair<std::string_view, std::string_view>> fills = {
       {"/*@UPLOT_CSS@*/", embedded::uplot_css()},
       {"/*@UPLOT_JS@*/", embedded::uplot_js()},
+      {"/*@REPORT_VOCABULARY@*/", vocabulary},
       {"@REPORT_DATA@", payload}};
   std::string out;
-  out.reserve(tmpl.size() + payload.size() + embedded::uplot_js().size() + 4096);
+  out.reserve(tmpl.size() + payload.size() + embedded::uplot_js().size() + vocabulary.size() +
+              4096);
   size_t pos = 0;
   while (pos < tmpl.size()) {
     size_t best = std::string_view::npos;
