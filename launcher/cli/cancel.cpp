@@ -26,7 +26,7 @@ void add_cancel(CLI::App& app) {
       "Cancel a run's job; a job that has already ended is left alone, with a message (exit 0)");
   cmd->add_option("run_dir", *run_dir, "Run directory")->required();
   cmd->callback([run_dir] {
-    const auto submission = run::last_submission(*run_dir);
+    const auto submission = records::last_submission(*run_dir);
     if (!submission) {
       throw Exit(kExitFailure,
                  "hpctrain: " + *run_dir + " has no submitted job (submissions.jsonl)");
@@ -41,8 +41,8 @@ void add_cancel(CLI::App& app) {
     } catch (const slurm::SlurmError&) {
       // squeue failed for another reason: scancel decides.
     }
-    const auto attempts =
-        submission->array_tasks > 0 ? std::vector<run::Attempt>{} : run::read_attempts(*run_dir);
+    const auto attempts = submission->array_tasks > 0 ? std::vector<records::Attempt>{}
+                                                      : records::read_attempts(*run_dir);
     if (const auto ended = run::job_already_ended(id, states, attempts)) {
       say_already_ended(id, *ended);
       return;

@@ -25,7 +25,9 @@ void add_status(CLI::App& app) {
   cmd->callback([args] {
     const fs::path dir = args->run_dir;
     run::require_run_dir(dir);
-    const auto submission = run::last_submission(dir);
+    // The run directory read once; Slurm asked about its last submission.
+    const run::Snapshot snapshot = run::read_snapshot(dir, {/*spec=*/false, /*tasks=*/true});
+    const auto& submission = snapshot.submission;
     std::vector<slurm::JobState> states;
     std::string slurm_error;
     if (submission) {
@@ -35,7 +37,7 @@ void add_status(CLI::App& app) {
         slurm_error = e.what();
       }
     }
-    const nlohmann::json out = run::status_report(dir, submission, states, slurm_error);
+    const nlohmann::json out = run::status_report(snapshot, states, slurm_error);
     if (args->json) {
       std::cout << out.dump(2) << '\n';
       return;

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
+#include "common/records.hpp"
 #include "common/time.hpp"
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
@@ -62,7 +63,7 @@ void add_submit(CLI::App& app) {
                                    "\nhpctrain: nothing submitted; removed " +
                                    prepared.created.string() + ", which this submit had created");
     }
-    run::record_submission(prepared.run_dir, {job_id, utc_now(), prepared.array_tasks});
+    records::append_submission(prepared.run_dir, {job_id, utc_now(), prepared.array_tasks});
     std::cerr << "submitted job " << job_id << "; run directory " << prepared.run_dir.string()
               << '\n';
     std::cout << job_id << '\n';

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/common.hpp"
+#include "common/records.hpp"
 #include "step/supervisor.hpp"
 
 namespace hpctrain::cli {
@@ -58,7 +59,7 @@ int run_supervisor(const SuperviseArgs& args) {
   } catch (const spec::SpecError& e) {
     std::cerr << "hpctrain: the frozen spec " << args.spec_file << " cannot be read:\n"
               << spec::format_all(e.diagnostics());
-    step::record_setup_failure(context, kExitBadInput, "setup_failed", 0);
+    step::record_setup_failure(context, kExitBadInput, records::Reason::kSetupFailed, 0);
     return kExitBadInput;
   }
   const auto cluster = step::make_command_cluster();
@@ -86,7 +87,14 @@ void add_supervise(CLI::App& app) {
   cmd->callback([args] {
     handle_term();
     if (!args->record.empty()) {
-      step::record_setup_failure(context_of(*args), args->status, args->record, args->world);
+      const auto reason = records::parse<records::Reason>(args->record);
+      if (!reason) {
+        throw Exit(kExitBadInput,
+                   "hpctrain supervise: --record takes a ledger reason "
+                   "(docs/run-directory.md), not '" +
+                       args->record + "'");
+      }
+      step::record_setup_failure(context_of(*args), args->status, *reason, args->world);
       return;
     }
     const int status = run_supervisor(*args);

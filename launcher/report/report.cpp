@@ -10,9 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/records.hpp"
 #include "common/run_layout.hpp"
 #include "common/time.hpp"
 #include "run/run_dir.hpp"
+#include "run/snapshot.hpp"
 #include "spec/choices.hpp"
 #include "spec/spec.hpp"
 
@@ -26,6 +28,7 @@ namespace hpctrain::report {
 namespace {
 
 namespace fs = std::filesystem;
+namespace F = records::field;
 using nlohmann::json;
 
 // A record's UTC time stamp (common/time.hpp's parse_utc) as Unix seconds: whole seconds as an
@@ -38,38 +41,35 @@ json report_unix_time(const std::string& text) {
 }
 
 // The spec's figures the header shows; {"error": ...} when spec.toml does not load.
-json report_spec_summary(const fs::path& dir) {
-  try {
-    const auto s = run::read_frozen_spec(dir);
-    json j;
-    j["name"] = s.job.name;
-    j["model"] = std::string(spec::name_of(s.model.arch));
-    j["num_classes"] = s.model.num_classes;
-    if (s.data.synthetic) {
-      j["dataset"] = "synthetic (" + std::to_string(s.data.synthetic_samples) + " images, " +
-                     std::to_string(s.data.synthetic_image_size) + " px)";
-    } else if (!s.data.train.empty()) {
-      std::string d = fs::path(s.data.train.front()).filename().string();
-      if (s.data.train.size() > 1) d += " + " + std::to_string(s.data.train.size() - 1) + " more";
-      j["dataset"] = d;
-      j["dataset_path"] = s.data.train.front();
-    } else {
-      j["dataset"] = "none";
-    }
-    j["nodes"] = s.job.nodes;
-    j["tasks_per_node"] = s.job.tasks_per_node;
-    j["gpus_per_node"] = s.job.gpus_per_node;
-    j["epochs"] = s.train.epochs;
-    if (s.train.max_steps) j["max_steps"] = *s.train.max_steps;
-    j["batch_size"] = s.train.batch_size;
-    j["precision"] = std::string(spec::name_of(s.train.precision));
-    j["optimizer"] = std::string(spec::name_of(s.train.optimizer.name));
-    j["lr"] = s.train.optimizer.lr;
-    j["schedule"] = std::string(spec::name_of(s.train.schedule.name));
-    return j;
-  } catch (const run::RunDirError& e) {
-    return {{"error", e.what()}};
+json report_spec_summary(const run::Snapshot& snapshot) {
+  if (!snapshot.spec) return {{"error", snapshot.spec_error}};
+  const spec::Spec& s = *snapshot.spec;
+  json j;
+  j["name"] = s.job.name;
+  j["model"] = std::string(spec::name_of(s.model.arch));
+  j["num_classes"] = s.model.num_classes;
+  if (s.data.synthetic) {
+    j["dataset"] = "synthetic (" + std::to_string(s.data.synthetic_samples) + " images, " +
+                   std::to_string(s.data.synthetic_image_size) + " px)";
+  } else if (!s.data.train.empty()) {
+    std::string d = fs::path(s.data.train.front()).filename().string();
+    if (s.data.train.size() > 1) d += " + " + std::to_string(s.data.train.size() - 1) + " more";
+    j["dataset"] = d;
+    j["dataset_path"] = s.data.train.front();
+  } else {
+    j["dataset"] = "none";
   }
+  j["nodes"] = s.job.nodes;
+  j["tasks_per_node"] = s.job.tasks_per_node;
+  j["gpus_per_node"] = s.job.gpus_per_node;
+  j["epochs"] = s.train.epochs;
+  if (s.train.max_steps) j["max_steps"] = *s.train.max_steps;
+  j["batch_size"] = s.train.batch_size;
+  j["precision"] = std::string(spec::name_of(s.train.precision));
+  j["optimizer"] = std::string(spec::name_of(s.train.optimizer.name));
+  j["lr"] = s.train.optimizer.lr;
+  j["schedule"] = std::string(spec::name_of(s.train.schedule.name));
+  return j;
 }
 
 // Committed checkpoints (step-NNNNNNNNN with manifest.json), by step, with the commit time from the
@@ -130,32 +130,25 @@ void report_checkpoints(const fs::path& dir, json& out) {
 // counts it, never tests again), the largest ratio to the median and the last such step; most
 // windows first. "windows" is the count of all ranks records. Records of workers older than the
 // verdict have no "behind_rank" and count for no node.
-json report_stragglers(const std::vector<run::MetricsRecord>& records) {
+json report_stragglers(const std::vector<records::MetricsRecord>& metrics) {
   struct Node {
     int64_t windows = 0, last_step = 0;
     double worst = 0;
   };
   std::map<std::string, Node> nodes;
   int64_t windows = 0;
-  for (const auto& r : records) {
-    if (r.kind != "ranks") continue;
+  for (const auto& record : metrics) {
+    const auto* r = std::get_if<records::RanksRecord>(&record);
+    if (!r) continue;
     ++windows;
-    const auto behind = r.values.find("behind_rank");
-    const auto slowest = r.values.find("slowest_rank");
-    const auto host = r.texts.find("slowest_host");
     // The rank behind is the window's slowest, whose host the record names.
-    if (behind == r.values.end() || host == r.texts.end() || slowest == r.values.end() ||
-        slowest->second != behind->second) {
-      continue;
-    }
-    Node& n = nodes[host->second];
+    if (!r->behind_rank || !r->slowest_host || r->slowest_rank != r->behind_rank) continue;
+    Node& n = nodes[*r->slowest_host];
     ++n.windows;
-    const auto busy = r.values.find("slowest_busy_s");
-    const auto median = r.values.find("median_busy_s");
-    if (busy != r.values.end() && median != r.values.end() && median->second > 0) {
-      n.worst = std::max(n.worst, busy->second / median->second);
+    if (r->slowest_busy_s && r->median_busy_s && *r->median_busy_s > 0) {
+      n.worst = std::max(n.worst, *r->slowest_busy_s / *r->median_busy_s);
     }
-    n.last_step = r.step;
+    n.last_step = r->step;
   }
   std::vector<std::pair<std::string, Node>> sorted(nodes.begin(), nodes.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
@@ -171,41 +164,36 @@ json report_stragglers(const std::vector<run::MetricsRecord>& records) {
   return out;
 }
 
-// The train and eval records as columns (file order, repeats after a resume kept).
-void report_metric_columns(const std::vector<run::MetricsRecord>& records, json& j) {
-  static const std::map<std::string, std::vector<std::string>> kColumns = {
-      {"train", {"loss", "lr", "images_per_s", "loss_scale"}},
-      {"eval", {"loss", "top1", "top5", "samples", "seconds"}}};
-  for (const auto& [kind, columns] : kColumns) {
-    json cols;
-    cols["step"] = json::array();
-    cols["epoch"] = json::array();
-    cols["wall_time"] = json::array();
+// The train and eval records as columns, one per field the records' writer names (file order,
+// repeats after a resume kept); a field a line lacks, or a number that is not finite, is null:
+// a gap in the chart.
+void report_metric_columns(const std::vector<records::MetricsRecord>& metrics, json& j) {
+  for (const auto kind : {records::MetricsKind::kTrain, records::MetricsKind::kEval}) {
+    const std::string name(records::name_of(kind));
+    std::vector<std::string> columns;
+    for (const auto& [record, fields] : records::field_names()) {
+      if (record == name) columns = fields;
+    }
+    columns.erase(std::remove(columns.begin(), columns.end(), F::kKind), columns.end());
+    json cols = json::object();
     for (const auto& c : columns) cols[c] = json::array();
-    for (const auto& r : records) {
-      if (r.kind != kind) continue;
-      cols["step"].push_back(r.step);
-      cols["epoch"].push_back(r.epoch);
-      cols["wall_time"].push_back(r.wall_time);
+    for (const auto& r : metrics) {
+      if (records::kind_of(r) != kind) continue;
+      const json line = records::to_json(r);
       for (const auto& c : columns) {
-        auto v = r.values.find(c);
-        // NaN and infinities have no JSON form: a gap in the chart.
-        if (v == r.values.end() || !std::isfinite(v->second)) {
-          cols[c].push_back(nullptr);
-        } else {
-          cols[c].push_back(v->second);
-        }
+        const auto v = line.find(c);
+        const bool finite = v != line.end() && v->is_number() && std::isfinite(v->get<double>());
+        cols[c].push_back(finite ? *v : json(nullptr));
       }
     }
-    j[kind] = cols;
+    j[name] = cols;
   }
 }
 
 // The attempts of attempts.jsonl, each node loss described on its line.
-void report_attempts(const fs::path& dir, json& j) {
-  size_t malformed_attempts = 0;
+void report_attempts(const run::Snapshot& snapshot, json& j) {
   j["attempts"] = json::array();
-  const auto attempts = run::read_attempts(dir, &malformed_attempts);
+  const auto& attempts = snapshot.attempts;
   // One entry per ledger line (an srun step); "attempt" numbers the job attempts from 1, so the
   // steps of one job attempt share it.
   std::vector<std::pair<std::string, int64_t>> job_attempts;
@@ -214,54 +202,52 @@ void report_attempts(const fs::path& dir, json& j) {
     const auto key = std::make_pair(a.job_id, a.restart);
     auto at = std::find(job_attempts.begin(), job_attempts.end(), key);
     if (at == job_attempts.end()) at = job_attempts.insert(job_attempts.end(), key);
-    json e{{"job_id", a.job_id},
-           {"restart", a.restart},
+    json e{{F::kJobId, a.job_id},
+           {F::kRestart, a.restart},
            {"attempt", at - job_attempts.begin() + 1},
-           {"step", a.step},
-           {"world_size", opt(a.world_size)},
-           {"nodes", a.nodes},
-           {"start", a.start},
-           {"end", a.end},
+           {F::kStep, a.step},
+           {F::kWorldSize, opt(a.world_size)},
+           {F::kNodes, a.nodes},
+           {F::kStart, a.start},
+           {F::kEnd, a.end},
            {"start_time", report_unix_time(a.start)},
            {"end_time", report_unix_time(a.end)},
-           {"exit_status", a.exit_status},
-           {"reason", a.reason},
-           {"last_step", nullptr}};
-    if (a.last_step) e["last_step"] = *a.last_step;
-    if (a.array_task_id) e["array_task_id"] = *a.array_task_id;
+           {F::kExitStatus, a.exit_status},
+           {F::kReason, records::name_of(a.reason)},
+           {F::kLastStep, opt(a.last_step)}};
+    if (a.array_task_id) e[F::kArrayTaskId] = *a.array_task_id;
     j["attempts"].push_back(e);
   }
   j["job_attempts"] = job_attempts.size();
   for (const auto& n : run::node_losses(attempts)) {
     const auto& a = attempts[n.line];
-    j["attempts"][n.line]["node_loss"] = {{"lost_nodes", a.lost_nodes},
-                                          {"added_nodes", a.added_nodes},
-                                          {"detected", a.detected},
+    j["attempts"][n.line]["node_loss"] = {{F::kLostNodes, a.lost_nodes},
+                                          {F::kAddedNodes, a.added_nodes},
+                                          {F::kDetected, a.detected},
                                           {"detected_time", report_unix_time(a.detected)},
-                                          {"detected_by", a.detected_by},
-                                          {"stop_s", opt(a.stop_s)},
-                                          {"recover_s", opt(a.recover_s)},
+                                          {F::kDetectedBy, a.detected_by},
+                                          {F::kStopS, opt(a.stop_s)},
+                                          {F::kRecoverS, opt(a.recover_s)},
                                           {"next_step_ended", n.next_step_ended},
                                           {"next_world_size", opt(n.next_world_size)},
                                           {"outcome", n.outcome},
                                           {"recovered", n.recovered}};
   }
-  j["malformed_attempts_lines"] = malformed_attempts;
+  j["malformed_attempts_lines"] = snapshot.malformed_attempts;
 }
 
 // One run directory: metrics as columns, attempts, stragglers, checkpoints, spec summary.
-json report_describe(const fs::path& dir) {
+json report_describe(const run::Snapshot& snapshot) {
+  const fs::path& dir = snapshot.dir;
   json j;
   j["dir"] = fs::absolute(dir).lexically_normal().string();
   j["exists"] = fs::is_directory(dir);
-  j["spec"] =
-      fs::exists(dir / layout::kSpec) ? report_spec_summary(dir) : json{{"error", "no spec.toml"}};
-  size_t malformed = 0;
-  const auto records = run::read_metrics(dir, &malformed);
-  j["malformed_metrics_lines"] = malformed;
-  report_metric_columns(records, j);
-  report_attempts(dir, j);
-  j["stragglers"] = report_stragglers(records);
+  j["spec"] = fs::exists(dir / layout::kSpec) ? report_spec_summary(snapshot)
+                                              : json{{"error", "no spec.toml"}};
+  j["malformed_metrics_lines"] = snapshot.metrics.malformed;
+  report_metric_columns(snapshot.metrics.records, j);
+  report_attempts(snapshot, j);
+  j["stragglers"] = report_stragglers(snapshot.metrics.records);
   report_checkpoints(dir, j);
   return j;
 }
@@ -270,29 +256,29 @@ json report_describe(const fs::path& dir) {
 
 json collect(const fs::path& run_dir) {
   run::require_run_dir(run_dir);
+  const run::Snapshot snapshot = run::read_snapshot(run_dir, {/*spec=*/true, /*tasks=*/true});
   json out;
   out["run_dir"] = fs::absolute(run_dir).lexically_normal().string();
   out["generated_at"] = utc_now();
-  out["spec"] = report_spec_summary(run_dir);
+  out["spec"] = report_spec_summary(snapshot);
   out["runs"] = json::array();
-  const auto submission = run::last_submission(run_dir);
+  const auto& submission = snapshot.submission;
   if (submission) {
-    out["submission"] = {{"job_id", submission->job_id},
-                         {"submitted_at", submission->submitted_at},
-                         {"array_tasks", submission->array_tasks}};
+    out["submission"] = {{F::kJobId, submission->job_id},
+                         {F::kSubmittedAt, submission->submitted_at},
+                         {F::kArrayTasks, submission->array_tasks}};
   } else {
     out["submission"] = nullptr;
   }
   if (submission && submission->array_tasks > 0) {
-    for (size_t t = 0; t < submission->array_tasks; ++t) {
-      const std::string name = layout::task_dir_name(t);
-      json r = report_describe(run_dir / name);
-      r["name"] = name;
-      r["task"] = t;
+    for (const auto& task : snapshot.tasks) {
+      json r = report_describe(task);
+      r["name"] = layout::task_dir_name(*task.task);
+      r["task"] = *task.task;
       out["runs"].push_back(r);
     }
   } else {
-    json r = report_describe(run_dir);
+    json r = report_describe(snapshot);
     r["name"] = "";
     out["runs"].push_back(r);
   }
@@ -321,18 +307,68 @@ std::string escape_for_script(const std::string& json) {
   return out;
 }
 
+namespace {
+
+// The timeline's colour of each ledger reason; every reason has one (the switch names them all).
+const char* reason_color(records::Reason reason) {
+  using records::Reason;
+  switch (reason) {
+    case Reason::kCompleted:
+      return "#2e7d32";
+    case Reason::kRequeued:
+      return "#1e88e5";
+    case Reason::kRestartLimit:
+      return "#c2185b";
+    case Reason::kFailedRequeued:
+      return "#fb8c00";
+    case Reason::kFailed:
+      return "#d32f2f";
+    case Reason::kTerminated:
+      return "#8e24aa";
+    case Reason::kSetupFailed:
+      return "#6d4c41";
+    case Reason::kNoProgress:
+      return "#9e9d24";
+    case Reason::kNodeLost:
+      return "#3949ab";
+    case Reason::kNodeLostRequeued:
+      return "#546e7a";
+  }
+  return "#757575";
+}
+
+}  // namespace
+
+json page_vocabulary() {
+  json fields = json::object();
+  for (const auto& [record, names] : records::field_names()) fields[record] = names;
+  json kinds = json::array();
+  for (const auto kind : records::all<records::MetricsKind>())
+    kinds.push_back(records::name_of(kind));
+  json reasons = json::array();
+  for (const auto reason : records::all<records::Reason>()) {
+    reasons.push_back({{"name", records::name_of(reason)}, {"color", reason_color(reason)}});
+  }
+  json causes = json::array();
+  for (const auto cause : records::all<records::Cause>()) causes.push_back(records::name_of(cause));
+  return {{"kinds", kinds}, {"fields", fields}, {"reasons", reasons}, {"causes", causes}};
+}
+
 std::string render_html(const json& data) {
   // Markers are replaced in the template only, never inside what was put in: a marker's text in
   // the data or in uPlot cannot be substituted again.
   const std::string_view tmpl = embedded::report_template();
   const std::string payload =
       escape_for_script(data.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace));
+  const std::string vocabulary = escape_for_script(page_vocabulary().dump());
   const std::vector<std::pair<std::string_view, std::string_view>> fills = {
       {"/*@UPLOT_CSS@*/", embedded::uplot_css()},
       {"/*@UPLOT_JS@*/", embedded::uplot_js()},
+      {"/*@REPORT_VOCABULARY@*/", vocabulary},
       {"@REPORT_DATA@", payload}};
   std::string out;
-  out.reserve(tmpl.size() + payload.size() + embedded::uplot_js().size() + 4096);
+  out.reserve(tmpl.size() + payload.size() + embedded::uplot_js().size() + vocabulary.size() +
+              4096);
   size_t pos = 0;
   while (pos < tmpl.size()) {
     size_t best = std::string_view::npos;

@@ -21,7 +21,13 @@ nlohmann::json collect(const std::filesystem::path& run_dir);
 // "<!--"). The result parses to the same value.
 std::string escape_for_script(const std::string& json);
 
-// The page: the embedded template with uPlot's script and style and `data` filled in.
+// The run directory's vocabulary the page's script reads the data with, generated from
+// common/records.hpp: {"kinds": the metrics kinds, "fields": {record: every field its writer
+// writes} (records::field_names), "reasons": [{"name", "color"}] for the timeline, "causes"}.
+nlohmann::json page_vocabulary();
+
+// The page: the embedded template with uPlot's script and style, page_vocabulary() and `data`
+// filled in.
 std::string render_html(const nlohmann::json& data);
 
 }  // namespace hpctrain::report

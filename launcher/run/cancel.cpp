@@ -3,13 +3,12 @@
 #include <algorithm>
 
 #include "common/run_layout.hpp"
-#include "run/listing.hpp"
 
 namespace hpctrain::run {
 
 std::optional<std::string> job_already_ended(const std::string& job_id,
                                              const std::vector<slurm::JobState>& states,
-                                             const std::vector<Attempt>& attempts) {
+                                             const std::vector<records::Attempt>& attempts) {
   if (!states.empty()) {
     std::vector<std::string> seen;
     for (const auto& s : states) {
@@ -21,12 +20,13 @@ std::optional<std::string> job_already_ended(const std::string& job_id,
     return words + ", per " + states.front().source;
   }
   // Slurm has forgotten the job: the ledger's last line of it says whether it ended.
-  const Attempt* last = nullptr;
+  const records::Attempt* last = nullptr;
   for (const auto& a : attempts) {
     if (a.job_id == job_id) last = &a;
   }
-  if (!last || !final_reason(last->reason)) return std::nullopt;
-  return last->reason + ", per the run's ledger " + layout::kAttempts;
+  if (!last || !records::is_final(last->reason)) return std::nullopt;
+  return std::string(records::name_of(last->reason)) + ", per the run's ledger " +
+         layout::kAttempts;
 }
 
 bool is_already_ended_message(const std::string& text) {

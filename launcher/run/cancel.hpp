@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "run/run_dir.hpp"
+#include "common/records.hpp"
 #include "slurm/client.hpp"
 
 namespace hpctrain::run {
@@ -20,7 +20,7 @@ namespace hpctrain::run {
 // can tell.
 std::optional<std::string> job_already_ended(const std::string& job_id,
                                              const std::vector<slurm::JobState>& states,
-                                             const std::vector<Attempt>& attempts);
+                                             const std::vector<records::Attempt>& attempts);
 
 // Whether scancel's complaint means that the job had ended before it could be cancelled
 // ("Job/step already completing or completed").

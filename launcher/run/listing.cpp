@@ -1,11 +1,12 @@
 #include "run/listing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
-#include <set>
 
 #include "common/run_layout.hpp"
+#include "run/snapshot.hpp"
 
 namespace hpctrain::run {
 namespace {
@@ -70,8 +71,7 @@ std::string list_checkpoint(const nlohmann::json& r) {
   return out;
 }
 
-nlohmann::json list_row(const fs::path& root, const ListEntry& e) {
-  const auto s = summarize_run(e.dir);
+nlohmann::json list_row(const fs::path& root, const ListEntry& e, const RunSummary& s) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   std::string name = e.dir.lexically_relative(root).string();
   if (name.empty()) name = ".";
@@ -90,9 +90,8 @@ nlohmann::json list_row(const fs::path& root, const ListEntry& e) {
       {"checkpoint_step", opt(s.checkpoint_step)},
       {"checkpoint_age_s", opt(s.checkpoint_age_s)}};
   if (!s.spec_error.empty()) r["spec_error"] = s.spec_error;
-  const auto attempts = read_attempts(e.dir);
   r["last_reason"] =
-      attempts.empty() ? nlohmann::json(nullptr) : nlohmann::json(attempts.back().reason);
+      s.last_reason ? nlohmann::json(records::name_of(*s.last_reason)) : nlohmann::json(nullptr);
   return r;
 }
 
@@ -123,29 +122,29 @@ std::vector<std::pair<size_t, fs::path>> array_task_dirs(const fs::path& run_dir
 }
 
 RunSummary summarize_run(const fs::path& dir) {
+  const Snapshot snapshot = read_snapshot(dir, {/*spec=*/true, /*tasks=*/false});
   RunSummary s;
   s.dir = dir;
-  for (const auto& r : read_metrics(dir)) {
-    if (r.kind == "train") {
-      s.step = r.step;
-      s.epoch = r.epoch;
-    } else if (r.kind == "eval") {
-      const auto it = r.values.find("top1");
-      if (it != r.values.end()) s.top1 = it->second;
-    }
+  const auto& records = snapshot.metrics.records;
+  if (const auto* t = records::last_of<records::TrainRecord>(records)) {
+    s.step = t->step;
+    s.epoch = t->epoch.value_or(0);
   }
-  const auto attempts = read_attempts(dir);
-  s.attempts = count_job_attempts(attempts);
-  for (const auto& a : attempts) s.restarts = std::max(s.restarts, a.restart);
-  s.checkpoint_step = last_committed_step(dir);
-  if (s.checkpoint_step) s.checkpoint_age_s = checkpoint_age_s(dir, *s.checkpoint_step);
-  try {
-    const auto spec = read_frozen_spec(dir);
-    s.max_steps = spec.train.max_steps;
-    s.epochs = spec.train.epochs;
-  } catch (const RunDirError& e) {
-    s.spec_error = e.what();
+  // The last eval line's top-1, or the one before it when the last has none.
+  for (auto it = records.rbegin(); it != records.rend() && !s.top1; ++it) {
+    const auto* e = std::get_if<records::EvalRecord>(&*it);
+    if (e && e->top1 && std::isfinite(*e->top1)) s.top1 = e->top1;
   }
+  s.attempts = records::count_job_attempts(snapshot.attempts);
+  s.restarts = restarts(snapshot.attempts);
+  if (!snapshot.attempts.empty()) s.last_reason = snapshot.attempts.back().reason;
+  s.checkpoint_step = snapshot.checkpoint_step;
+  s.checkpoint_age_s = snapshot.checkpoint_age_s;
+  if (snapshot.spec) {
+    s.max_steps = snapshot.spec->train.max_steps;
+    s.epochs = snapshot.spec->train.epochs;
+  }
+  s.spec_error = snapshot.spec_error;
   return s;
 }
 
@@ -153,7 +152,7 @@ std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
                                     std::vector<std::string>& job_ids) {
   std::vector<ListEntry> rows;
   for (const auto& dir : dirs) {
-    const auto submission = last_submission(dir);
+    const auto submission = records::last_submission(dir);
     if (submission) job_ids.push_back(submission->job_id);
     const auto tasks = array_task_dirs(dir);
     if (tasks.empty()) {
@@ -167,14 +166,6 @@ std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
   return rows;
 }
 
-// Whether the ledger's last word ends the run: no later attempt can follow it, so it is the
-// run's state whatever Slurm says or cannot say.
-bool final_reason(const nlohmann::json& reason) {
-  static const std::set<std::string> kFinal = {"completed",   "failed",       "restart_limit",
-                                               "no_progress", "setup_failed", "terminated"};
-  return reason.is_string() && kFinal.count(reason.get<std::string>()) > 0;
-}
-
 nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& entries,
                          const std::vector<slurm::JobState>& states,
                          const std::string& slurm_error) {
@@ -184,13 +175,14 @@ nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& ent
                         {"runs", nlohmann::json::array()}};
   if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
   for (const auto& e : entries) {
-    auto r = list_row(root, e);
+    const auto summary = summarize_run(e.dir);
+    auto r = list_row(root, e, summary);
     std::string state;
     if (!e.submitted) {
       state = "unsubmitted";
     } else if (!slurm_error.empty()) {
       // Slurm did not answer: a run whose ledger says it ended is known all the same.
-      const bool ended = final_reason(r["last_reason"]);
+      const bool ended = summary.last_reason && records::is_final(*summary.last_reason);
       state = ended ? "ledger:" + r["last_reason"].get<std::string>() : "unknown";
       if (ended) r["state_source"] = "ledger";
     } else if (auto it = by_id.find(e.job_id); it != by_id.end()) {

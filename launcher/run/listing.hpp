@@ -27,21 +27,23 @@ std::vector<fs::path> find_run_dirs(const fs::path& root);
 std::vector<std::pair<size_t, fs::path>> array_task_dirs(const fs::path& run_dir);
 
 struct RunSummary {
-  fs::path dir;                             // the run (or task) directory
-  std::optional<int64_t> step;              // the last train line's step
-  std::optional<int64_t> epoch;             // and its epoch
-  std::optional<int64_t> max_steps;         // train.max_steps of the frozen spec, when set
-  std::optional<int64_t> epochs;            // train.epochs of the frozen spec
-  std::optional<double> top1;               // the last eval line's top-1, in [0, 1]
-  size_t attempts = 0;                      // job attempts: (job_id, restart) pairs
-  int64_t restarts = 0;                     // the highest SLURM_RESTART_COUNT an attempt saw
-  std::optional<int64_t> checkpoint_step;   // the newest committed checkpoint
-  std::optional<int64_t> checkpoint_age_s;  // seconds since its manifest was written
-  std::string spec_error;                   // why the frozen spec did not load, if it did not
+  fs::path dir;                                // the run (or task) directory
+  std::optional<int64_t> step;                 // the last train line's step
+  std::optional<int64_t> epoch;                // and its epoch
+  std::optional<int64_t> max_steps;            // train.max_steps of the frozen spec, when set
+  std::optional<int64_t> epochs;               // train.epochs of the frozen spec
+  std::optional<double> top1;                  // the last eval line's top-1, in [0, 1]
+  size_t attempts = 0;                         // job attempts: (job_id, restart) pairs
+  int64_t restarts = 0;                        // the highest SLURM_RESTART_COUNT an attempt saw
+  std::optional<int64_t> checkpoint_step;      // the newest committed checkpoint
+  std::optional<int64_t> checkpoint_age_s;     // seconds since its manifest was written
+  std::string spec_error;                      // why the frozen spec did not load, if it did not
+  std::optional<records::Reason> last_reason;  // the ledger's last line's
 };
 
-// Reads one run (or array task) directory: metrics, attempts, checkpoints, frozen spec. Missing
-// or unreadable pieces are left empty; a frozen spec that does not load says why in spec_error.
+// Reads one run (or array task) directory once (run/snapshot.hpp): metrics, attempts, checkpoints,
+// frozen spec. Missing or unreadable pieces are left empty; a frozen spec that does not load says
+// why in spec_error.
 RunSummary summarize_run(const fs::path& dir);
 
 // One row of `list` before it is read: a plain run, or one task of an array run.
@@ -57,10 +59,6 @@ struct ListEntry {
 // query.
 std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
                                     std::vector<std::string>& job_ids);
-
-// Whether a ledger reason ends the run for good (completed, failed, restart_limit, no_progress,
-// setup_failed, terminated): no later attempt can follow it.
-bool final_reason(const nlohmann::json& reason);
 
 // `list --json`'s object: {"root", "runs": [a row per entry], "slurm_error" when the query
 // failed}. Each row is summarize_run's and the ledger's last reason, with its state: Slurm's from

@@ -155,7 +155,7 @@ bool LogFilter::keep(const std::string& line) {
 
 LogTarget resolve_log(const fs::path& dir, const LogSelection& sel) {
   require_run_dir(dir);
-  const auto submission = last_submission(dir);
+  const auto submission = records::last_submission(dir);
   if (!submission) {
     throw ExitWith(kExitFailure, "hpctrain: " + dir.string() + " was never submitted (no " +
                                      layout::kSubmissions + "), so it has no log");

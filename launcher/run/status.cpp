@@ -1,8 +1,8 @@
 #include "run/status.hpp"
 
+#include <cmath>
 #include <cstdio>
 
-#include "common/run_layout.hpp"
 #include "run/run_dir.hpp"
 #include "run/trend.hpp"
 
@@ -10,27 +10,28 @@ namespace hpctrain::run {
 namespace {
 
 namespace fs = std::filesystem;
+namespace F = records::field;
 
 // The node losses of the ledger, one object each: what was lost and added, when and how it was
 // detected, how long stopping and recovering took, and how the run went on ("replaced": a spare
 // took the lost node's place; "shrank": the next step ran on fewer ranks; "requeued": the job was
 // requeued instead). "recovered" is whether training went on in the same allocation.
-nlohmann::json node_loss_records(const std::vector<Attempt>& attempts) {
+nlohmann::json node_loss_records(const std::vector<records::Attempt>& attempts) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json out = nlohmann::json::array();
   for (const auto& n : node_losses(attempts)) {
     const auto& a = attempts[n.line];
-    out.push_back({{"job_id", a.job_id},
-                   {"restart", a.restart},
-                   {"step", a.step},
-                   {"reason", a.reason},
-                   {"lost_nodes", a.lost_nodes},
-                   {"added_nodes", a.added_nodes},
-                   {"detected", a.detected},
-                   {"detected_by", a.detected_by},
-                   {"stop_s", opt(a.stop_s)},
-                   {"recover_s", opt(a.recover_s)},
-                   {"world_size", opt(a.world_size)},
+    out.push_back({{F::kJobId, a.job_id},
+                   {F::kRestart, a.restart},
+                   {F::kStep, a.step},
+                   {F::kReason, records::name_of(a.reason)},
+                   {F::kLostNodes, a.lost_nodes},
+                   {F::kAddedNodes, a.added_nodes},
+                   {F::kDetected, a.detected},
+                   {F::kDetectedBy, a.detected_by},
+                   {F::kStopS, opt(a.stop_s)},
+                   {F::kRecoverS, opt(a.recover_s)},
+                   {F::kWorldSize, opt(a.world_size)},
                    {"next_step_ended", n.next_step_ended},
                    {"next_world_size", opt(n.next_world_size)},
                    {"outcome", n.outcome},
@@ -47,30 +48,30 @@ std::string node_loss_text(const nlohmann::json& e) {
     std::snprintf(buf, sizeof buf, "%.1f s", v.get<double>());
     return std::string(buf);
   };
-  std::string out = e["lost_nodes"].get<std::string>();
+  std::string out = e[F::kLostNodes].get<std::string>();
   if (out.empty()) out = "a node";
-  const auto detected = e["detected"].get<std::string>();
+  const auto detected = e[F::kDetected].get<std::string>();
   // "2026-11-23T23:41:08.412Z": the time of day; anything else as written.
   if (detected.size() >= 19 && detected[10] == 'T') {
     out += " at " + detected.substr(11, 8);
   } else if (!detected.empty()) {
     out += " at " + detected;
   }
-  if (!e["detected_by"].get<std::string>().empty()) {
-    out += " (" + e["detected_by"].get<std::string>() + ")";
+  if (!e[F::kDetectedBy].get<std::string>().empty()) {
+    out += " (" + e[F::kDetectedBy].get<std::string>() + ")";
   }
-  if (e["stop_s"].is_number()) out += "; survivors stopped in " + seconds(e["stop_s"]);
+  if (e[F::kStopS].is_number()) out += "; survivors stopped in " + seconds(e[F::kStopS]);
   const auto outcome = e["outcome"].get<std::string>();
   if (outcome == "requeued") return out + "; fell back to requeue";
   if (outcome == "replaced") {
-    out += "; replaced by " + e["added_nodes"].get<std::string>();
+    out += "; replaced by " + e[F::kAddedNodes].get<std::string>();
   } else if (e["next_world_size"].is_number_integer()) {
     out += "; world shrank to " + std::to_string(e["next_world_size"].get<int64_t>()) + " ranks";
   } else {
     out += "; world shrank";
   }
-  if (e["recover_s"].is_number()) {
-    out += "; training again after " + seconds(e["recover_s"]);
+  if (e[F::kRecoverS].is_number()) {
+    out += "; training again after " + seconds(e[F::kRecoverS]);
   } else if (e["next_step_ended"].get<bool>()) {
     // The next step ended without recording a training step: the replacement never started.
     out += "; the replacement step never trained";
@@ -90,9 +91,9 @@ std::string checkpoint_text(const nlohmann::json& d) {
 
 // m[key] with `digits` after the point in fixed notation, or significant digits in %g form when
 // negative (-6: %g's default), so that every format is a literal the compiler checks; "?" when
-// missing.
+// missing or not finite (the worker writes such a number as null).
 std::string number(const nlohmann::json& m, const char* key, int digits, double scale) {
-  if (!m.contains(key) || !m[key].is_number()) return "?";
+  if (!m.contains(key) || !m[key].is_number() || !std::isfinite(m[key].get<double>())) return "?";
   char buf[64];
   const double v = m[key].get<double>() * scale;
   if (digits >= 0) {
@@ -106,9 +107,10 @@ std::string number(const nlohmann::json& m, const char* key, int digits, double 
 // Which steps a train record's images/s covers: its log window, as the worker's line says
 // (docs/runtime.md); the worker's final line gives the attempt's average.
 std::string window_text(const nlohmann::json& m) {
-  if (m.contains("window_first_step") && m["window_first_step"].is_number() && m.contains("step") &&
-      m["step"].is_number()) {
-    return " (steps " + number(m, "window_first_step", 0, 1) + "-" + number(m, "step", 0, 1) + ")";
+  if (m.contains(F::kWindowFirstStep) && m[F::kWindowFirstStep].is_number() &&
+      m.contains(F::kStep) && m[F::kStep].is_number()) {
+    return " (steps " + number(m, F::kWindowFirstStep, 0, 1) + "-" + number(m, F::kStep, 0, 1) +
+           ")";
   }
   return " (the last log window)";
 }
@@ -143,19 +145,20 @@ std::string trend_text(const nlohmann::json& t) {
 std::optional<std::string> ranks_text(const nlohmann::json& m) {
   const auto ms = [](const nlohmann::json& v) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f ms", v.is_number() ? 1000 * v.get<double>() : 0.0);
+    const bool finite = v.is_number() && std::isfinite(v.get<double>());
+    std::snprintf(buf, sizeof buf, "%.1f ms", finite ? 1000 * v.get<double>() : 0.0);
     return std::string(buf);
   };
-  const auto slowest = m.value("slowest_rank", nlohmann::json());
-  const auto p50 = m.value("busy_p50_s", nlohmann::json::array());
-  const auto p95 = m.value("busy_p95_s", nlohmann::json::array());
+  const auto slowest = m.value(F::kSlowestRank, nlohmann::json());
+  const auto p50 = m.value(F::kBusyP50, nlohmann::json::array());
+  const auto p95 = m.value(F::kBusyP95, nlohmann::json::array());
   if (!slowest.is_number_integer() || slowest.get<int64_t>() < 0 ||
       static_cast<size_t>(slowest.get<int64_t>()) >= p50.size() || p50.size() != p95.size()) {
     return std::nullopt;
   }
   const auto r = static_cast<size_t>(slowest.get<int64_t>());
-  const auto host = m.value("slowest_host", nlohmann::json());
-  const double median = m.value("median_busy_s", 0.0);
+  const auto host = m.value(F::kSlowestHost, nlohmann::json());
+  const double median = m.value(F::kMedianBusy, 0.0);
   std::string out = "slowest rank " + std::to_string(r) +
                     (host.is_string() ? " (" + host.get<std::string>() + ")" : std::string()) +
                     ", busy " + ms(p50[r]) + " a step (p50; p95 " + ms(p95[r]) +
@@ -165,58 +168,56 @@ std::optional<std::string> ranks_text(const nlohmann::json& m) {
     std::snprintf(ratio, sizeof ratio, " (%.1fx)", p50[r].get<double>() / median);
     out += ratio;
   }
-  return out + ", at step " + number(m, "step", 0, 1);
+  return out + ", at step " + number(m, F::kStep, 0, 1);
 }
 
 }  // namespace
 
-nlohmann::json describe_run_dir(const fs::path& dir) {
+nlohmann::json describe_run_dir(const Snapshot& s) {
   nlohmann::json j;
-  size_t malformed = 0;
-  const auto attempts = read_attempts(dir, &malformed);
-  // Restarts whatever their cause (our requeue, scontrol requeue, a node failure): the highest
-  // SLURM_RESTART_COUNT an attempt saw.
-  int64_t restarts = 0;
-  for (const auto& a : attempts) restarts = std::max<int64_t>(restarts, a.restart);
+  const auto& attempts = s.attempts;
   // Job attempts, not ledger lines: a job attempt that lost a node and went on in its allocation
   // wrote a line per srun step.
-  j["attempts"] = count_job_attempts(attempts);
-  j["restarts"] = restarts;
-  if (malformed) j["malformed_ledger_lines"] = malformed;
+  j["attempts"] = records::count_job_attempts(attempts);
+  j["restarts"] = restarts(attempts);
+  if (s.malformed_attempts) j["malformed_ledger_lines"] = s.malformed_attempts;
   if (!attempts.empty()) {
     const auto& a = attempts.back();
-    j["last_attempt"] = {{"job_id", a.job_id},
-                         {"restart", a.restart},
-                         {"step", a.step},
-                         {"nodes", a.nodes},
-                         {"start", a.start},
-                         {"end", a.end},
-                         {"exit_status", a.exit_status},
-                         {"reason", a.reason}};
+    j["last_attempt"] = {{F::kJobId, a.job_id},
+                         {F::kRestart, a.restart},
+                         {F::kStep, a.step},
+                         {F::kNodes, a.nodes},
+                         {F::kStart, a.start},
+                         {F::kEnd, a.end},
+                         {F::kExitStatus, a.exit_status},
+                         {F::kReason, records::name_of(a.reason)}};
   }
   j["node_losses"] = node_loss_records(attempts);
   size_t recovered = 0;
   for (const auto& e : j["node_losses"]) recovered += e["recovered"].get<bool>() ? 1 : 0;
   j["node_losses_recovered"] = recovered;
-  if (auto step = last_committed_step(dir)) {
-    j["last_checkpoint_step"] = *step;
-    if (const auto age = checkpoint_age_s(dir, *step)) j["last_checkpoint_age_s"] = *age;
+  if (s.checkpoint_step) {
+    j["last_checkpoint_step"] = *s.checkpoint_step;
+    if (s.checkpoint_age_s) j["last_checkpoint_age_s"] = *s.checkpoint_age_s;
   } else {
     j["last_checkpoint_step"] = nullptr;
   }
-  if (auto line = last_metrics_line(dir)) {
-    try {
-      j["last_metrics"] = nlohmann::json::parse(*line);
-    } catch (const std::exception&) {
-      j["last_metrics"] = *line;
-    }
+  const auto& m = s.metrics;
+  if (m.last_line) {
+    // The last line as written, whatever its kind; shown when there is no train or eval line.
+    const auto parsed = nlohmann::json::parse(*m.last_line, nullptr, /*allow_exceptions=*/false);
+    j["last_metrics"] = parsed.is_discarded() ? nlohmann::json(*m.last_line) : parsed;
   }
-  for (const auto& [kind, line] : last_metrics_by_kind(dir)) {
-    if (kind == "train" || kind == "eval" || kind == "ranks") {
-      j["last_" + kind] = nlohmann::json::parse(line);
-    }
+  if (const auto* t = records::last_of<records::TrainRecord>(m.records)) {
+    j["last_train"] = records::to_json(*t);
   }
-  if (const auto trend = loss_trend(read_metrics(dir))) {
+  if (const auto* e = records::last_of<records::EvalRecord>(m.records)) {
+    j["last_eval"] = records::to_json(*e);
+  }
+  if (const auto* r = records::last_of<records::RanksRecord>(m.records)) {
+    j["last_ranks"] = records::to_json(*r);
+  }
+  if (const auto trend = loss_trend(m.records)) {
     auto loss = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
     nlohmann::json buckets = nlohmann::json::array();
     for (const auto& b : trend->buckets) buckets.push_back(loss(b));
@@ -237,9 +238,9 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
       << d["restarts"].get<int64_t>() << " restarts)\n";
   if (d.contains("last_attempt")) {
     const auto& a = d["last_attempt"];
-    out << indent << "last:       " << a["reason"].get<std::string>() << ", exit status "
-        << a["exit_status"].get<int64_t>() << ", " << a["start"].get<std::string>() << " .. "
-        << a["end"].get<std::string>() << " on " << a["nodes"].get<std::string>() << '\n';
+    out << indent << "last:       " << a[F::kReason].get<std::string>() << ", exit status "
+        << a[F::kExitStatus].get<int64_t>() << ", " << a[F::kStart].get<std::string>() << " .. "
+        << a[F::kEnd].get<std::string>() << " on " << a[F::kNodes].get<std::string>() << '\n';
   }
   if (!d["node_losses"].empty()) {
     out << indent << "node losses: " << d["node_losses"].size()
@@ -253,10 +254,10 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
   // the file holds neither kind.
   if (d.contains("last_train")) {
     const auto& m = d["last_train"];
-    out << indent << "train:      step " << number(m, "step", 0, 1) << ", epoch "
-        << number(m, "epoch", 0, 1) << ", loss " << number(m, "loss", 4, 1) << ", lr "
-        << number(m, "lr", -5, 1) << ", " << number(m, "images_per_s", 0, 1) << " images/s"
-        << window_text(m) << ", loss scale " << number(m, "loss_scale", -6, 1) << '\n';
+    out << indent << "train:      step " << number(m, F::kStep, 0, 1) << ", epoch "
+        << number(m, F::kEpoch, 0, 1) << ", loss " << number(m, F::kLoss, 4, 1) << ", lr "
+        << number(m, F::kLr, -5, 1) << ", " << number(m, F::kImagesPerS, 0, 1) << " images/s"
+        << window_text(m) << ", loss scale " << number(m, F::kLossScale, -6, 1) << '\n';
   }
   if (d.contains("loss_trend"))
     out << indent << "trend:      " << trend_text(d["loss_trend"]) << '\n';
@@ -266,21 +267,21 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
   }
   if (d.contains("last_eval")) {
     const auto& m = d["last_eval"];
-    out << indent << "eval:       step " << number(m, "step", 0, 1) << ", epoch "
-        << number(m, "epoch", 0, 1) << ", top-1 " << number(m, "top1", 2, 100) << "%, top-5 "
-        << number(m, "top5", 2, 100) << "%, loss " << number(m, "loss", 4, 1) << " ("
-        << number(m, "samples", 0, 1) << " images)\n";
+    out << indent << "eval:       step " << number(m, F::kStep, 0, 1) << ", epoch "
+        << number(m, F::kEpoch, 0, 1) << ", top-1 " << number(m, F::kTop1, 2, 100) << "%, top-5 "
+        << number(m, F::kTop5, 2, 100) << "%, loss " << number(m, F::kLoss, 4, 1) << " ("
+        << number(m, F::kSamples, 0, 1) << " images)\n";
   }
   if (d.contains("last_metrics") && !d.contains("last_train") && !d.contains("last_eval")) {
     out << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
   }
 }
 
-nlohmann::json status_report(const fs::path& dir, const std::optional<Submission>& submission,
-                             const std::vector<slurm::JobState>& states,
+nlohmann::json status_report(const Snapshot& snapshot, const std::vector<slurm::JobState>& states,
                              const std::string& slurm_error) {
+  const auto& submission = snapshot.submission;
   nlohmann::json out;
-  out["run_dir"] = fs::absolute(dir).lexically_normal().string();
+  out["run_dir"] = fs::absolute(snapshot.dir).lexically_normal().string();
   out["job_id"] = submission ? nlohmann::json(submission->job_id) : nlohmann::json(nullptr);
   if (submission) out["submitted_at"] = submission->submitted_at;
   out["slurm"] = nlohmann::json::array();
@@ -294,13 +295,13 @@ nlohmann::json status_report(const fs::path& dir, const std::optional<Submission
   if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
   if (submission && submission->array_tasks > 0) {
     out["tasks"] = nlohmann::json::array();
-    for (size_t t = 0; t < submission->array_tasks; ++t) {
-      auto d = describe_run_dir(dir / layout::task_dir_name(t));
-      d["task"] = t;
+    for (const auto& task : snapshot.tasks) {
+      auto d = describe_run_dir(task);
+      d["task"] = *task.task;
       out["tasks"].push_back(d);
     }
   } else {
-    out.update(describe_run_dir(dir));
+    out.update(describe_run_dir(snapshot));
   }
   return out;
 }

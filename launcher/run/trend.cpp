@@ -31,15 +31,16 @@ std::string sparkline(const std::vector<std::optional<double>>& values) {
   return out;
 }
 
-std::optional<LossTrend> loss_trend(const std::vector<MetricsRecord>& records, size_t buckets) {
+std::optional<LossTrend> loss_trend(const std::vector<records::MetricsRecord>& records,
+                                    size_t buckets) {
   // One value per step: a later line for the same step (written again after a resume) wins.
   std::map<int64_t, std::optional<double>> by_step;
-  for (const auto& r : records) {
-    if (r.kind != "train") continue;
-    const auto it = r.values.find("loss");
+  for (const auto& record : records) {
+    const auto* r = std::get_if<records::TrainRecord>(&record);
+    if (!r) continue;
     std::optional<double> loss;
-    if (it != r.values.end() && std::isfinite(it->second)) loss = it->second;
-    by_step[r.step] = loss;
+    if (r->loss && std::isfinite(*r->loss)) loss = r->loss;
+    by_step[r->step] = loss;
   }
   if (by_step.empty()) return std::nullopt;
   std::vector<std::optional<double>> points;

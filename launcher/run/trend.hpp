@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "run/run_dir.hpp"
+#include "common/records.hpp"
 
 namespace hpctrain::run {
 
@@ -29,9 +29,9 @@ struct LossTrend {
 
 inline constexpr size_t kTrendBuckets = 10;
 
-// The trend of the "train" records' "loss"; nullopt when there is no train record. Points are
+// The trend of the train records' loss; nullopt when there is no train record. Points are
 // ordered by step and split into `buckets` runs of (nearly) equal length.
-std::optional<LossTrend> loss_trend(const std::vector<MetricsRecord>& records,
+std::optional<LossTrend> loss_trend(const std::vector<records::MetricsRecord>& records,
                                     size_t buckets = kTrendBuckets);
 
 // Eight levels, ▁ (the lowest bucket) to █ (the highest); a flat line is drawn at ▄.

@@ -1,9 +1,8 @@
 #include "step/decide.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "common/exit_codes.hpp"
 
@@ -25,16 +24,16 @@ Knobs knobs_from_spec(const spec::Spec& spec) {
   return k;
 }
 
-int64_t consecutive_failures(const std::vector<run::Attempt>& ledger) {
+int64_t consecutive_failures(const std::vector<records::Attempt>& ledger) {
   int64_t n = 0;
   for (auto it = ledger.rbegin(); it != ledger.rend(); ++it) {
-    if (it->reason != "failed" && it->reason != "failed_requeued") break;
+    if (!records::is_failure(it->reason)) break;
     ++n;
   }
   return n;
 }
 
-int64_t attempts_without_progress(const std::vector<run::Attempt>& ledger,
+int64_t attempts_without_progress(const std::vector<records::Attempt>& ledger,
                                   std::optional<int64_t> newest) {
   int64_t n = 1;
   for (auto it = ledger.rbegin(); it != ledger.rend(); ++it) {
@@ -62,7 +61,7 @@ bool contains(const Nodes& nodes, const std::string& node) {
   return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
 }
 
-Nodes earlier_lost(const std::vector<run::Attempt>& ledger, const std::string& job_id) {
+Nodes earlier_lost(const std::vector<records::Attempt>& ledger, const std::string& job_id) {
   Nodes out;
   for (const auto& a : ledger) {
     if (a.job_id != job_id) continue;
@@ -123,29 +122,27 @@ bool recovers(const Knobs& knobs, int64_t losses, size_t chosen) {
   return knobs.policy == spec::OnNodeLoss::kShrink && chosen > 0;
 }
 
-bool is_requeue(const std::string& reason) {
-  return reason == "requeued" || reason == "failed_requeued" || reason == "node_lost_requeued";
-}
-
-std::string end_reason(const Knobs& knobs, const Ending& e) {
+records::Reason end_reason(const Knobs& knobs, const Ending& e) {
+  using records::Reason;
   const bool may_restart = knobs.requeue_enabled && e.restart < knobs.max_restarts;
-  std::string reason;
+  Reason reason = Reason::kFailed;
   if (e.terminated) {
-    reason = "terminated";
+    reason = Reason::kTerminated;
   } else if (e.node_lost) {
     // Not the run's fault: no failure is counted.
-    reason = may_restart ? "node_lost_requeued" : "failed";
+    reason = may_restart ? Reason::kNodeLostRequeued : Reason::kFailed;
   } else if (e.status == 0) {
-    reason = "completed";
+    reason = Reason::kCompleted;
   } else if (e.status == kExitRequeue) {
-    reason = may_restart ? "requeued" : "restart_limit";
+    reason = may_restart ? Reason::kRequeued : Reason::kRestartLimit;
   } else {
-    reason = may_restart && e.failures < knobs.max_failures ? "failed_requeued" : "failed";
+    reason =
+        may_restart && e.failures < knobs.max_failures ? Reason::kFailedRequeued : Reason::kFailed;
   }
   // The no-progress breaker: rather than requeue forever a job that commits no new checkpoint.
-  if (is_requeue(reason) && knobs.max_no_progress > 0 && e.stalled &&
+  if (records::is_requeue(reason) && knobs.max_no_progress > 0 && e.stalled &&
       *e.stalled >= knobs.max_no_progress) {
-    reason = "no_progress";
+    reason = Reason::kNoProgress;
   }
   return reason;
 }
@@ -154,45 +151,22 @@ bool exclusion_fits(int64_t total, size_t excluded, int64_t need) {
   return excluded > 0 && total - static_cast<int64_t>(excluded) >= need;
 }
 
-namespace {
-
-std::string text(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// The record of step `tag` among `lines` whose kind is one of `kinds`, the last one.
-std::optional<nlohmann::json> last_record(const std::vector<std::string>& lines,
-                                          const std::string& tag,
-                                          std::initializer_list<const char*> kinds) {
-  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    const auto j = nlohmann::json::parse(*it, nullptr, false);
-    if (!j.is_object() || text(j, "tag") != tag) continue;
-    const std::string kind = text(j, "kind");
-    for (const char* k : kinds) {
-      if (kind == k) return j;
+std::optional<Verdict> find_verdict(const std::vector<records::MetricsRecord>& records,
+                                    const std::string& tag) {
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    const auto* r = std::get_if<records::SuspectsRecord>(&*it);
+    if (!r || r->tag != tag) continue;
+    Verdict v;
+    v.kind = r->kind;
+    for (const auto& h : r->hosts) {
+      if (is_node_name(h)) v.hosts.push_back(h);
     }
+    if (r->wall_time && std::isfinite(*r->wall_time)) v.wall_time = *r->wall_time;
+    // The ledger's detected_by quotes it: a sentence, not a stack.
+    v.message = r->message.substr(0, 240);
+    return v;
   }
   return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<Verdict> find_verdict(const std::vector<std::string>& lines, const std::string& tag) {
-  const auto j = last_record(lines, tag, {"hang", "evict"});
-  if (!j) return std::nullopt;
-  Verdict v;
-  v.kind = (*j)["kind"].get<std::string>();
-  if (j->contains("hosts") && (*j)["hosts"].is_array()) {
-    for (const auto& h : (*j)["hosts"]) {
-      if (h.is_string() && is_node_name(h.get<std::string>())) v.hosts.push_back(h);
-    }
-  }
-  if (j->contains("wall_time") && (*j)["wall_time"].is_number()) v.wall_time = (*j)["wall_time"];
-  for (const char c : text(*j, "message")) {
-    if (c != '"' && c != '\\' && v.message.size() < 240) v.message += c;
-  }
-  return v;
 }
 
 std::optional<std::string> node_of_host(const std::string& host, const Nodes& nodes) {
@@ -211,10 +185,15 @@ std::optional<std::string> node_of_host(const std::string& host, const Nodes& no
   return found;
 }
 
-std::optional<double> find_started(const std::vector<std::string>& lines, const std::string& tag) {
-  const auto j = last_record(lines, tag, {"started"});
-  if (!j || !j->contains("wall_time") || !(*j)["wall_time"].is_number()) return std::nullopt;
-  return (*j)["wall_time"].get<double>();
+std::optional<double> find_started(const std::vector<records::MetricsRecord>& records,
+                                   const std::string& tag) {
+  for (auto it = records.rbegin(); it != records.rend(); ++it) {
+    const auto* r = std::get_if<records::StartedRecord>(&*it);
+    if (!r || r->tag != tag) continue;
+    if (!r->wall_time || !std::isfinite(*r->wall_time)) return std::nullopt;
+    return *r->wall_time;
+  }
+  return std::nullopt;
 }
 
 }  // namespace hpctrain::step

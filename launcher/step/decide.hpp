@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "run/run_dir.hpp"
+#include "common/records.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::step {
@@ -30,17 +30,17 @@ Knobs knobs_from_spec(const spec::Spec& spec);
 
 // Failed attempts at the end of the ledger (reason failed or failed_requeued): the ones that count
 // against preemption.max_consecutive_failures. Any other line ends the chain.
-int64_t consecutive_failures(const std::vector<run::Attempt>& ledger);
+int64_t consecutive_failures(const std::vector<records::Attempt>& ledger);
 
 // Attempts in a row, the one ending now included, that ended without a new committed checkpoint
 // (`newest` is the newest now): a line made progress when its last_step differs from the one
 // before it; the first attempt made progress when it left a checkpoint at all.
-int64_t attempts_without_progress(const std::vector<run::Attempt>& ledger,
+int64_t attempts_without_progress(const std::vector<records::Attempt>& ledger,
                                   std::optional<int64_t> newest);
 
 // The nodes lost, hung or evicted in earlier attempts of job `job_id` (the ledger's lost_nodes),
 // in order, each once.
-Nodes earlier_lost(const std::vector<run::Attempt>& ledger, const std::string& job_id);
+Nodes earlier_lost(const std::vector<records::Attempt>& ledger, const std::string& job_id);
 
 // The nodes a step trains on: at most `want`, first those of `current` not lost, then the
 // allocation's in order, the batch host last (losing it ends the job: it is the spare used last).
@@ -70,9 +70,7 @@ struct Ending {
   int64_t failures = 0;     // consecutive_failures of the ledger before this attempt
   std::optional<int64_t> stalled;  // attempts_without_progress, once known
 };
-std::string end_reason(const Knobs& knobs, const Ending& ending);
-// Whether `reason` requeues the job.
-bool is_requeue(const std::string& reason);
+records::Reason end_reason(const Knobs& knobs, const Ending& ending);
 
 // Whether the job's ExcNodeList may take `excluded` nodes: not when the partition (`total` nodes)
 // would be left with fewer than the job needs (it would pend forever).
@@ -80,21 +78,24 @@ bool exclusion_fits(int64_t total, size_t excluded, int64_t need);
 
 // The verdicts the workers leave in metrics.jsonl for a step (its tag "RESTART.STEP").
 struct Verdict {
-  std::string kind;  // "hang" or "evict"
-  Nodes hosts;
-  double wall_time = 0;
-  std::string message;  // without quotes and backslashes, at most 240 characters
+  records::MetricsKind kind = records::MetricsKind::kHang;  // kHang or kEvict
+  Nodes hosts;                                              // those that are node names
+  double wall_time = 0;                                     // 0 when the record has none
+  std::string message;                                      // at most 240 characters
 };
-// The last hang or evict record of step `tag` among `lines`.
-std::optional<Verdict> find_verdict(const std::vector<std::string>& lines, const std::string& tag);
+// The last hang or evict record of step `tag` among `records`.
+std::optional<Verdict> find_verdict(const std::vector<records::MetricsRecord>& records,
+                                    const std::string& tag);
 // The node among `nodes` (Slurm's names) that a worker's host name stands for. Workers name their
 // host as gethostname(2) does, fully qualified on some sites where Slurm's node names are short
 // (or the other way round): the node of that very name, else the one node whose name has the
 // host's short name (before the first '.'); none when no node or several do. An address
 // (digits and dots) matches only itself.
 std::optional<std::string> node_of_host(const std::string& host, const Nodes& nodes);
-// The wall time of step `tag`'s "started" record (its first training step).
-std::optional<double> find_started(const std::vector<std::string>& lines, const std::string& tag);
+// The wall time of step `tag`'s "started" record (its first training step): the last such record,
+// nullopt when it has no wall time.
+std::optional<double> find_started(const std::vector<records::MetricsRecord>& records,
+                                   const std::string& tag);
 
 // A node name as Slurm prints it, safe to pass on: letters, digits, '.', '_', '-'.
 bool is_node_name(const std::string& name);

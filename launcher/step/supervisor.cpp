@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/exit_codes.hpp"
+#include "common/records.hpp"
 #include "common/run_layout.hpp"
 #include "common/time.hpp"
 #include "render/render.hpp"
@@ -94,7 +95,7 @@ class Child {
 };
 
 // The node-loss fields of a ledger line.
-void copy_loss(const run::Attempt& from, run::Attempt& to) {
+void copy_loss(const records::Attempt& from, records::Attempt& to) {
   to.lost_nodes = from.lost_nodes;
   to.added_nodes = from.added_nodes;
   to.cause = from.cause;
@@ -103,7 +104,8 @@ void copy_loss(const run::Attempt& from, run::Attempt& to) {
   to.stop_s = from.stop_s;
 }
 
-using Dead = std::vector<std::pair<std::string, std::string>>;  // (node, cause)
+using records::Cause;
+using Dead = std::vector<std::pair<std::string, Cause>>;  // (node, cause)
 
 class Supervisor {
  public:
@@ -126,8 +128,8 @@ class Supervisor {
  private:
   std::string tag() const { return std::to_string(c_.restart) + "." + std::to_string(step_index_); }
 
-  run::Attempt line(int status, const std::string& reason) const {
-    run::Attempt a;
+  records::Attempt line(int status, records::Reason reason) const {
+    records::Attempt a;
     a.job_id = c_.job;
     a.array_task_id = c_.array_task;
     a.restart = c_.restart;
@@ -170,8 +172,8 @@ class Supervisor {
   Dead dead_;
   int64_t detected_ms_ = 0, stopped_ms_ = 0;
   std::string suspect_text_;
-  std::optional<run::Attempt> pending_loss_;
-  run::Attempt loss_;  // the loss fields of the last loss
+  std::optional<records::Attempt> pending_loss_;
+  records::Attempt loss_;  // the loss fields of the last loss
   int status_ = 0;
 };
 
@@ -189,7 +191,7 @@ void Supervisor::watch_nodes() {
   if (const auto port = cluster_.slurmd_port()) port_ = *port;
   watching_ = static_cast<int64_t>(allocation_.size()) >= k_.train_nodes && port_ > 0;
   // Nodes lost in earlier attempts of this job, when Slurm placed this one on them again.
-  exclude_ = earlier_lost(run::read_attempts(c_.task_dir), c_.job);
+  exclude_ = earlier_lost(records::read_attempts(c_.task_dir), c_.job);
   if (watching_ && !exclude_.empty()) {
     const auto a = avoid_earlier(allocation_, exclude_, k_);
     if (!a.message.empty()) (a.to_stderr ? warn : say)(a.message);
@@ -256,8 +258,8 @@ int Supervisor::watch_step(Child& srun) {
     if (srun.ended()) break;
     check_recovered();
     if (!verdict_seen) {
-      const auto v = find_verdict(run::metrics_tail(c_.task_dir), tag());
-      if (v && v->kind == "hang") verdict_seen = Clock::now();
+      const auto v = find_verdict(records::read_metrics_tail(c_.task_dir).records, tag());
+      if (v && v->kind == records::MetricsKind::kHang) verdict_seen = Clock::now();
     }
     if (verdict_seen && Clock::now() - *verdict_seen > std::chrono::seconds(k_.hang_grace_s)) {
       stop_step(srun);
@@ -287,16 +289,17 @@ void Supervisor::look_again(int status) {
     if (!dead_.empty()) detected_ms_ = stopped_ms_ = unix_time_ms();
   }
   if (!failed()) return;
-  const auto v = find_verdict(run::metrics_tail(c_.task_dir), tag());
+  const auto v = find_verdict(records::read_metrics_tail(c_.task_dir).records, tag());
   if (!v) return;
   for (const auto& host : v->hosts) {
     const auto node = node_of_host(host, step_nodes_);
     if (!node) {
-      warn("hpctrain: the " + v->kind + " verdict names host " + host + ", none of the step's " +
-           "nodes (" + join(step_nodes_) + "): not replaced");
+      warn("hpctrain: the " + std::string(records::name_of(v->kind)) + " verdict names host " +
+           host + ", none of the step's nodes (" + join(step_nodes_) + "): not replaced");
     } else if (std::none_of(dead_.begin(), dead_.end(),
                             [&](const auto& d) { return d.first == *node; })) {
-      dead_.emplace_back(*node, v->kind == "hang" ? "hang" : "slow");
+      dead_.emplace_back(*node,
+                         v->kind == records::MetricsKind::kHang ? Cause::kHang : Cause::kStraggler);
     }
   }
   if (dead_.empty()) return;
@@ -316,15 +319,19 @@ bool Supervisor::handle_loss(int status) {
   const auto& [first, cause] = dead_.front();
   loss_ = {};
   loss_.cause = cause;
-  if (cause == "silent") {
-    loss_.detected_by = "no answer from slurmd on " + first + " within 2 s";
-  } else if (cause == "hang") {
-    loss_.detected_by = "hang watchdog: " + suspect_text_;
-  } else if (cause == "slow") {
-    loss_.cause = "straggler";
-    loss_.detected_by = "evicted, " + suspect_text_;
-  } else {
-    loss_.detected_by = "slurmd on " + first + " refused the connection";
+  switch (cause) {
+    case Cause::kSilent:
+      loss_.detected_by = "no answer from slurmd on " + first + " within 2 s";
+      break;
+    case Cause::kHang:
+      loss_.detected_by = "hang watchdog: " + suspect_text_;
+      break;
+    case Cause::kStraggler:
+      loss_.detected_by = "evicted, " + suspect_text_;
+      break;
+    case Cause::kRefused:
+      loss_.detected_by = "slurmd on " + first + " refused the connection";
+      break;
   }
   const Nodes old_nodes = step_nodes_;
   if (k_.policy != spec::OnNodeLoss::kRequeue && losses_ <= k_.max_node_losses) {
@@ -348,14 +355,14 @@ bool Supervisor::handle_loss(int status) {
     return false;
   }
   // The line waits for the recovery time (flush_loss), describing the step that ended.
-  pending_loss_ = line(status, "node_lost");
+  pending_loss_ = line(status, records::Reason::kNodeLost);
   copy_loss(loss_, *pending_loss_);
   ++step_index_;
   // Fence: ranks on a node nobody can reach (cut off, not dead) stop themselves within the
   // heartbeat timeout, rank 0 a beat later; none of them may still write to the run directory
   // when the new step starts.
   for (const auto& [node, why] : dead_) {
-    if (why != "silent") continue;
+    if (why != Cause::kSilent) continue;
     const int64_t fence_ms = detected_ms_ + (k_.heartbeat_timeout_s + 5) * 1000;
     while (unix_time_ms() < fence_ms && !terminated()) pause_for(milliseconds(500));
     break;
@@ -376,9 +383,11 @@ Dead Supervisor::confirmed_dead() {
   pause_for(milliseconds(500));
   const auto again = cluster_.probe(others, port_, milliseconds(2000));
   Dead out;
-  for (const auto& entry : first) {
+  for (const auto& [node, outcome] : first) {
     for (const auto& second : again) {
-      if (second.first == entry.first) out.push_back(entry);
+      // The probe's outcomes are the causes' names ("silent", "refused").
+      if (second.first == node)
+        out.emplace_back(node, records::parse<Cause>(outcome).value_or(Cause::kRefused));
     }
   }
   return out;
@@ -398,7 +407,7 @@ void Supervisor::stop_step(Child& srun) {
 // ends without it.
 void Supervisor::check_recovered() {
   if (!pending_loss_) return;
-  if (const auto wall = find_started(run::metrics_tail(c_.task_dir), tag())) {
+  if (const auto wall = find_started(records::read_metrics_tail(c_.task_dir).records, tag())) {
     flush_loss(tenths(*wall - detected_ms_ / 1000.0));
   }
 }
@@ -406,7 +415,7 @@ void Supervisor::check_recovered() {
 void Supervisor::flush_loss(std::optional<double> recover_s) {
   if (!pending_loss_) return;
   pending_loss_->recover_s = recover_s;
-  run::append_attempt(c_.task_dir, *pending_loss_);
+  records::append_attempt(c_.task_dir, *pending_loss_);
   pending_loss_.reset();
 }
 
@@ -445,7 +454,7 @@ int Supervisor::finish() {
     const auto state = cluster_.job_state(c_.job);
     if (!state.empty() && state != "RUNNING") g_terminated = 1;
   }
-  const auto ledger = run::read_attempts(c_.task_dir);
+  const auto ledger = records::read_attempts(c_.task_dir);
   const auto newest = run::last_committed_step(c_.task_dir);
   Ending e{terminated(),
            !dead_.empty(),
@@ -453,19 +462,19 @@ int Supervisor::finish() {
            c_.restart,
            consecutive_failures(ledger),
            attempts_without_progress(ledger, newest)};
-  const std::string reason = end_reason(k_, e);
-  if (reason == "no_progress") {
+  const records::Reason reason = end_reason(k_, e);
+  if (reason == records::Reason::kNoProgress) {
     warn("hpctrain: " + std::to_string(*e.stalled) +
          " attempts in a row ended without a new committed checkpoint (newest: " +
          (newest ? std::to_string(*newest) : "null") +
          "); not requeuing (preemption.max_attempts_without_progress = " +
          std::to_string(k_.max_no_progress) + ")");
   }
-  run::Attempt a = line(status_, reason);
+  records::Attempt a = line(status_, reason);
   if (!e.terminated && e.node_lost) {
     copy_loss(loss_, a);
   }
-  const bool requeueing = is_requeue(reason);
+  const bool requeueing = records::is_requeue(reason);
   // What the requeued job is to avoid: the nodes lost in this job, this attempt's included.
   for (const auto& n : lost_) {
     if (!contains(exclude_, n)) exclude_.push_back(n);
@@ -473,8 +482,9 @@ int Supervisor::finish() {
   const bool excluding = requeueing && exclusion_allowed();
   if (excluding) a.excluded = join(exclude_);
   a.avoided = join(avoided_);
-  run::append_attempt(c_.task_dir, a);
-  say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " + reason);
+  records::append_attempt(c_.task_dir, a);
+  say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
+      std::string(records::name_of(reason)));
   return requeueing ? requeue_or_chain(excluding) : status_;
 }
 
@@ -505,7 +515,7 @@ int Supervisor::requeue_or_chain(bool excluding) {
          "); resubmit with 'hpctrain submit'");
     return status_;
   }
-  run::record_submission(c_.task_dir, {*next, utc_now(), 0, c_.job});
+  records::append_submission(c_.task_dir, {*next, utc_now(), 0, c_.job});
   say("hpctrain: job " + *next + " continues the run once job " + c_.job +
       " has ended (a chain: Slurm does not requeue this job)" +
       (exclude.empty() ? std::string() : "; it excludes " + exclude));
@@ -518,9 +528,9 @@ int supervise(const AttemptContext& context, const spec::Spec& spec, Cluster& cl
   return Supervisor(context, spec, cluster).run();
 }
 
-void record_setup_failure(const AttemptContext& c, int status, const std::string& reason,
+void record_setup_failure(const AttemptContext& c, int status, records::Reason reason,
                           int64_t world) {
-  run::Attempt a;
+  records::Attempt a;
   a.job_id = c.job;
   a.array_task_id = c.array_task;
   a.restart = c.restart;
@@ -531,7 +541,7 @@ void record_setup_failure(const AttemptContext& c, int status, const std::string
   a.reason = reason;
   a.last_step = run::last_committed_step(c.task_dir);
   if (world > 0) a.world_size = world;
-  run::append_attempt(c.task_dir, a);
+  records::append_attempt(c.task_dir, a);
 }
 
 AttemptContext context_from_env() {

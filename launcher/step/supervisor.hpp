@@ -2,8 +2,8 @@
 // attempt, on the batch host). It runs the training step with srun, watches the step's nodes
 // (their slurmd answering, the workers' hang and evict verdicts in metrics.jsonl), starts a new
 // step on healthy nodes when one is lost, records every step in the ledger (attempts.jsonl,
-// through run/run_dir.hpp, the same reader and writer `status`, `list` and the report use), and at
-// the end decides with step/decide.hpp whether the job is requeued, and which nodes it excludes.
+// through common/records.hpp, the same reader and writer `status`, `list` and the report use), and
+// at the end decides with step/decide.hpp whether the job is requeued, and which nodes it excludes.
 // docs/resilience.md and docs/preemption.md describe the protocol.
 // Thread safety: one supervisor per process; `terminated` is written by a signal handler.
 #pragma once
@@ -44,7 +44,7 @@ extern volatile std::sig_atomic_t g_terminated;
 int supervise(const AttemptContext& context, const spec::Spec& spec, Cluster& cluster);
 
 // Appends the ledger line of an attempt that ended before its first step (its set-up failed).
-void record_setup_failure(const AttemptContext& context, int status, const std::string& reason,
+void record_setup_failure(const AttemptContext& context, int status, records::Reason reason,
                           int64_t world);
 
 }  // namespace hpctrain::step

@@ -1,38 +1,22 @@
-// RUN_DIR/metrics.jsonl (docs/metrics-format.md): one JSON object a line, written by rank 0,
-// appended across requeues. Each record goes out in one write(2) of a whole line, so a reader
-// (hpctrain status) never sees half a record from a live run, and a crash loses at most the
-// line being written.
-// Thread safety: one writer thread.
+// The suspects records of RUN_DIR/metrics.jsonl (hang, evict: common/records.hpp's
+// SuspectsRecord) that name ranks for the step supervisor to treat as lost, as the worker writes
+// them: the hang watchdog's thread, and the trainer's reporter for an evicted straggler's node.
+// Thread safety: reentrant (each call appends one whole line).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "common/unique_fd.hpp"
+#include "common/records.hpp"
 
 namespace hpctrain::train {
 
-class MetricsLog {
- public:
-  // Opens (creating) `path` for appending; throws rt::Error naming it.
-  explicit MetricsLog(const std::filesystem::path& path);
-  // Appends `record` as one line.
-  void write(const nlohmann::json& record);
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-  UniqueFd fd_;
-};
-
-// Appends a {"kind": KIND, "tag", "step", "ranks", "hosts", "message", "wall_time"} record to
-// RUN_DIR/metrics.jsonl: ranks that the batch script is to treat as lost, with their nodes
-// ("hang": named by the hang watchdog; "evict": a straggler's node let go). Throws rt::Error.
-void write_suspects(const std::filesystem::path& run_dir, const std::string& kind,
+// Appends a suspects record of `kind` (kHang or kEvict) to RUN_DIR/metrics.jsonl: `ranks`, their
+// distinct hosts (rank r's is hosts[r]), the step tag, the step, `message` and the time. Throws
+// rt::Error (std::invalid_argument for another kind).
+void write_suspects(const std::filesystem::path& run_dir, records::MetricsKind kind,
                     const std::string& step_tag, int64_t step, const std::vector<int>& ranks,
                     const std::vector<std::string>& hosts, const std::string& message);
-
 }  // namespace hpctrain::train

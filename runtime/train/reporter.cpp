@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/records.hpp"
 #include "common/run_layout.hpp"
 #include "tensorboard/event_file.hpp"
 #include "train/metrics.hpp"
@@ -153,6 +153,7 @@ class LogOutput : public ReportOutput {
   std::ostream& out_;
 };
 
+// metrics.jsonl through its typed records (common/records.hpp), one line each.
 class MetricsOutput : public ReportOutput {
  public:
   using ReportOutput::on;
@@ -160,60 +161,64 @@ class MetricsOutput : public ReportOutput {
       : log_(run_dir / layout::kMetrics), run_dir_(run_dir) {}
 
   void on(const Started& e) override {
-    nlohmann::json record = {{"kind", "started"},       {"step", e.step},
-                             {"epoch", e.epoch},        {"world_size", e.world},
-                             {"resumed_from", nullptr}, {"wall_time", e.wall_time}};
-    if (e.resumed_from) record["resumed_from"] = *e.resumed_from;
-    if (!e.srun_step_tag.empty()) record["tag"] = e.srun_step_tag;
-    log_.write(record);
+    records::StartedRecord r;
+    r.step = e.step;
+    r.epoch = e.epoch;
+    r.world_size = e.world;
+    r.resumed_from = e.resumed_from;
+    if (!e.srun_step_tag.empty()) r.tag = e.srun_step_tag;
+    r.wall_time = e.wall_time;
+    log_.write(r);
   }
 
   void on(const Trained& e) override {
-    log_.write({{"kind", "train"},
-                {"step", e.step},
-                {"epoch", e.epoch},
-                {"loss", e.loss},
-                {"lr", e.lr},
-                {"images_per_s", e.images_per_s},
-                {"window_first_step", e.first_step},
-                {"window_seconds", e.seconds},
-                {"loss_scale", e.loss_scale},
-                {"wall_time", e.wall_time}});
+    records::TrainRecord r;
+    r.step = e.step;
+    r.epoch = e.epoch;
+    r.loss = e.loss;
+    r.lr = e.lr;
+    r.images_per_s = e.images_per_s;
+    r.window_first_step = e.first_step;
+    r.window_seconds = e.seconds;
+    r.loss_scale = e.loss_scale;
+    r.wall_time = e.wall_time;
+    log_.write(r);
   }
 
   void on(const RanksCompared& e) override {
-    nlohmann::json record = {
-        {"kind", "ranks"},
-        {"step", e.step},
-        {"busy_p50_s", e.p50},
-        {"busy_p95_s", e.p95},
-        {"slowest_rank", e.spread.slowest},
-        {"slowest_host", e.slowest_host ? nlohmann::json(*e.slowest_host) : nlohmann::json()},
-        {"median_busy_s", e.spread.median_s},
-        {"slowest_busy_s", e.spread.slowest_s},
-        {"wall_time", e.wall_time}};
-    if (e.spread.behind) record["behind_rank"] = e.spread.slowest;
-    log_.write(record);
+    records::RanksRecord r;
+    r.step = e.step;
+    r.busy_p50_s = e.p50;
+    r.busy_p95_s = e.p95;
+    r.slowest_rank = e.spread.slowest;
+    r.slowest_host = e.slowest_host;
+    r.median_busy_s = e.spread.median_s;
+    r.slowest_busy_s = e.spread.slowest_s;
+    if (e.spread.behind) r.behind_rank = e.spread.slowest;
+    r.wall_time = e.wall_time;
+    log_.write(r);
   }
 
   void on(const Evicting& e) override {
-    write_suspects(run_dir_, "evict", e.srun_step_tag, e.step, e.ranks, e.hosts, e.message);
+    write_suspects(run_dir_, records::MetricsKind::kEvict, e.srun_step_tag, e.step, e.ranks,
+                   e.hosts, e.message);
   }
 
   void on(const Evaluated& e) override {
-    log_.write({{"kind", "eval"},
-                {"step", e.step},
-                {"epoch", e.epoch},
-                {"loss", e.result.loss},
-                {"top1", e.result.top1},
-                {"top5", e.result.top5},
-                {"samples", e.result.samples},
-                {"seconds", e.seconds},
-                {"wall_time", e.wall_time}});
+    records::EvalRecord r;
+    r.step = e.step;
+    r.epoch = e.epoch;
+    r.loss = e.result.loss;
+    r.top1 = e.result.top1;
+    r.top5 = e.result.top5;
+    r.samples = e.result.samples;
+    r.seconds = e.seconds;
+    r.wall_time = e.wall_time;
+    log_.write(r);
   }
 
  private:
-  MetricsLog log_;
+  records::MetricsLog log_;
   std::filesystem::path run_dir_;
 };
 

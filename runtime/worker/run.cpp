@@ -143,11 +143,11 @@ train::TrainHooks train_hooks(const TestPlants& test) {
 void start_heartbeat(const spec::Spec& spec, dist::ProcessGroup& group,
                      const std::filesystem::path& run_dir, const std::string& srun_step_tag) {
   dist::HeartbeatOptions beat = dist::heartbeat_options_from_spec(spec);
-  // The hang in metrics.jsonl, for the batch script: it treats the named ranks' nodes as lost.
+  // The hang in metrics.jsonl, for the step supervisor: it treats the named ranks' nodes as lost.
   beat.on_hang = [run_dir, srun_step_tag, hosts = group.hosts()](const std::vector<int>& named,
                                                                  const std::string& message) {
-    train::write_suspects(run_dir, "hang", srun_step_tag, progress::snapshot().step, named, hosts,
-                          message);
+    train::write_suspects(run_dir, records::MetricsKind::kHang, srun_step_tag,
+                          progress::snapshot().step, named, hosts, message);
   };
   group.start_heartbeat(beat);
 }

@@ -224,7 +224,7 @@ echo 'sleep 0.5; verdict hang 127.0.0.3; exit 77' > "$work/hang/play/srun-1.sh"
 echo 'started; sleep 1.5; exit 0' > "$work/hang/play/srun-2.sh"
 scenario hang 3 'spare_nodes = 1' "${all[@]}"
 grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/hang/srun-2.argv" || check_failed "hang: second step's nodes: $(cat "$work/hang/srun-2.argv")"
-has hang 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .exit_status == 77 and (.detected_by | startswith("hang watchdog: hang: rank 2 (127.0.0.3) stuck at step 5")) and (.recover_s | type == "number") and .stop_s < 5'
+has hang 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .exit_status == 77 and (.detected_by | startswith("hang watchdog: hang: rank 2 (127.0.0.3) \"stuck\" at step 5")) and (.recover_s | type == "number") and .stop_s < 5'
 has hang 2 '.reason == "completed" and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1"'
 # hang-stuck: after the verdict a rank never exits (stuck in the kernel): the step is killed
 # resilience.hang_grace_s later and the node replaced all the same.

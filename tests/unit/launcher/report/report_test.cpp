@@ -2,6 +2,11 @@
 // the JSON escaping inside the page's script element, the template's fills.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <set>
+
+#include "common/records.hpp"
+
 #include "report/report.hpp"
 #include "run/run_dir.hpp"
 #include "support/test_util.hpp"
@@ -43,6 +48,49 @@ TEST(Report, PageFillsEachMarkerOnceAndNeverInsideTheData) {
   const size_t end = page.find("</script>", begin);
   ASSERT_NE(end, std::string::npos);
   EXPECT_EQ(json::parse(page.substr(begin + open.size(), end - begin - open.size())), data);
+}
+
+// The page reads record fields only through the vocabulary hpctrain report generates from the
+// records module: every reason has its colour, every field list is the writer's.
+TEST(Report, ThePagesVocabularyIsTheRecordsModules) {
+  const json v = page_vocabulary();
+  const auto reasons = records::all<records::Reason>();
+  ASSERT_EQ(v["reasons"].size(), reasons.size());
+  std::set<std::string> colors;
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    EXPECT_EQ(v["reasons"][i]["name"], records::name_of(reasons[i]));
+    colors.insert(v["reasons"][i]["color"].get<std::string>());
+  }
+  EXPECT_EQ(colors.size(), reasons.size()) << "each reason its own colour";
+  for (const auto& [record, names] : records::field_names()) {
+    EXPECT_EQ(v["fields"][record], json(names)) << record;
+  }
+  EXPECT_EQ(v["kinds"].size(), records::all<records::MetricsKind>().size());
+  EXPECT_EQ(v["causes"], json({"silent", "refused", "hang", "straggler"}));
+  const std::string page = render_html({{"run_dir", "/r"}, {"runs", json::array()}});
+  EXPECT_EQ(page.find("@REPORT_VOCABULARY@"), std::string::npos);
+  EXPECT_NE(page.find(R"("node_lost_requeued")"), std::string::npos);
+}
+
+// Every name the page's script looks up in the vocabulary (KIND.train, TRAIN.loss, ATTEMPT.reason,
+// ...) is one the records module has: the page cannot read a field no writer writes.
+TEST(Report, ThePagesScriptNamesOnlyFieldsTheRecordsHave) {
+  const json v = page_vocabulary();
+  const std::map<std::string, json> tables = {{"KIND", v["kinds"]},
+                                              {"TRAIN", v["fields"]["train"]},
+                                              {"EVAL", v["fields"]["eval"]},
+                                              {"ATTEMPT", v["fields"]["attempt"]},
+                                              {"SUBMISSION", v["fields"]["submission"]}};
+  const std::string script =
+      test::read_text(test::source_dir() / "launcher" / "report" / "report.html.in");
+  const std::regex use(R"(\b(KIND|TRAIN|EVAL|ATTEMPT|SUBMISSION)\.([a-z_0-9]+))");
+  size_t uses = 0;
+  for (auto it = std::sregex_iterator(script.begin(), script.end(), use);
+       it != std::sregex_iterator(); ++it, ++uses) {
+    const json& names = tables.at((*it)[1].str());
+    EXPECT_NE(std::find(names.begin(), names.end(), (*it)[2].str()), names.end()) << it->str();
+  }
+  EXPECT_GT(uses, 40u);
 }
 
 TEST(Report, CollectRefusesADirectoryWithoutSpec) {

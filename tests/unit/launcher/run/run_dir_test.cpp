@@ -1,4 +1,4 @@
-// The run directory: atomic writes, frozen-spec protection, records read back.
+// The run directory: atomic writes, frozen-spec protection, the ledger's node losses.
 #include <gtest/gtest.h>
 
 #include "run/run_dir.hpp"
@@ -49,7 +49,7 @@ TEST(RunDir, DifferentSpecIsRefusedWithoutForceAndKeptWithIt) {
   const auto first = resolved_in(dir);
   prepare(first, "s1", false);
   // Submitted once: the directory now belongs to that configuration.
-  record_submission(dir / "run", {"41", "2026-11-22T02:48:07Z", 0});
+  records::append_submission(dir / "run", {"41", "2026-11-22T02:48:07Z", 0});
   const auto second = resolved_in(dir, "[train]\nepochs = 9\n");
   try {
     prepare(second, "s2", false);
@@ -78,39 +78,6 @@ TEST(RunDir, ArrayTasksGetTheirOwnDirectoriesAndSpecs) {
   }
 }
 
-TEST(RunDir, SubmissionsReadBackTheLatestAndSurviveATornLine) {
-  TempDir dir;
-  EXPECT_FALSE(last_submission(dir.path()));
-  record_submission(dir.path(), {"41", "2026-01-01T00:00:00Z", 0});
-  record_submission(dir.path(), {"42", "2026-01-02T00:00:00Z", 3});
-  // A crash mid-append leaves a partial line; the previous record stays in force.
-  std::ofstream(dir / "submissions.jsonl", std::ios::app) << "{\"job_id\":\"4";
-  const auto s = last_submission(dir.path());
-  ASSERT_TRUE(s);
-  EXPECT_EQ(s->job_id, "42");
-  EXPECT_EQ(s->array_tasks, 3u);
-}
-
-TEST(RunDir, AttemptsLedger) {
-  TempDir dir;
-  write_text(dir / "attempts.jsonl",
-             "{\"job_id\":\"7\",\"array_task_id\":null,\"restart\":0,\"nodes\":\"n[1-2]\","
-             "\"start\":\"a\",\"end\":\"b\",\"exit_status\":75,\"reason\":\"requeued\","
-             "\"last_step\":200}\n"
-             "not json\n"
-             "{\"job_id\":\"7\",\"array_task_id\":null,\"restart\":1,\"nodes\":\"n1\","
-             "\"start\":\"c\",\"end\":\"d\",\"exit_status\":0,\"reason\":\"completed\","
-             "\"last_step\":null}\n");
-  size_t malformed = 0;
-  const auto a = read_attempts(dir.path(), &malformed);
-  ASSERT_EQ(a.size(), 2u);
-  EXPECT_EQ(malformed, 1u);
-  EXPECT_EQ(a[0].reason, "requeued");
-  EXPECT_EQ(a[0].last_step, 200);
-  EXPECT_EQ(a[1].restart, 1);
-  EXPECT_FALSE(a[1].last_step);
-}
-
 TEST(RunDir, AttemptsLedgerWithNodeLosses) {
   TempDir dir;
   // An old line (no step or node-loss fields), a node lost and replaced, a node lost and the world
@@ -128,12 +95,12 @@ TEST(RunDir, AttemptsLedgerWithNodeLosses) {
       R"({"job_id":"14","restart":0,"exit_status":76,"reason":"node_lost_requeued","step":0,"world_size":4,"lost_nodes":"n1","added_nodes":"","stop_s":0.5,"recover_s":null})"
       "\n");
   size_t malformed = 0;
-  const auto a = read_attempts(dir.path(), &malformed);
+  const auto a = records::read_attempts(dir.path(), &malformed);
   ASSERT_EQ(a.size(), 5u);
   EXPECT_EQ(malformed, 0u);
   EXPECT_EQ(a[0].step, 0);
   EXPECT_FALSE(a[0].world_size);
-  EXPECT_FALSE(is_node_loss(a[0]));
+  EXPECT_FALSE(records::is_node_loss(a[0].reason));
   EXPECT_EQ(a[1].step, 0);
   EXPECT_EQ(a[1].world_size, 6);
   EXPECT_EQ(a[1].lost_nodes, "n2");
@@ -146,9 +113,9 @@ TEST(RunDir, AttemptsLedgerWithNodeLosses) {
   EXPECT_EQ(a[2].stop_s, 2.0);
   EXPECT_FALSE(a[2].recover_s);
   EXPECT_EQ(a[3].step, 2);
-  EXPECT_TRUE(is_node_loss(a[4]));
+  EXPECT_TRUE(records::is_node_loss(a[4].reason));
   // Lines per srun step, attempts per (job_id, restart): 12/0, 12/1, 14/0.
-  EXPECT_EQ(count_job_attempts(a), 3u);
+  EXPECT_EQ(records::count_job_attempts(a), 3u);
 
   const auto losses = node_losses(a);
   ASSERT_EQ(losses.size(), 3u);
@@ -173,43 +140,6 @@ TEST(RunDir, LastCommittedStepNeedsTheManifest) {
   write_text(dir / "checkpoints/step-000000300/model.bin", "partial");  // not committed
   write_text(dir / "checkpoints/.tmp-step-000000400/manifest.json", "{}");
   EXPECT_EQ(last_committed_step(dir.path()), 200);
-}
-
-TEST(RunDir, LastMetricsLineIgnoresALineBeingWritten) {
-  TempDir dir;
-  EXPECT_FALSE(last_metrics_line(dir.path()));
-  write_text(dir / "metrics.jsonl", "{\"step\":1}\n{\"step\":2}\n{\"step\":3");
-  EXPECT_EQ(last_metrics_line(dir.path()), "{\"step\":2}");
-  write_text(dir / "metrics.jsonl", "{\"step\":1}\n");
-  EXPECT_EQ(last_metrics_line(dir.path()), "{\"step\":1}");
-}
-
-TEST(RunDir, ReadMetricsKeepsWholeLinesInOrder) {
-  TempDir dir;
-  EXPECT_TRUE(read_metrics(dir.path()).empty());
-  write_text(dir / "metrics.jsonl",
-             "{\"kind\":\"train\",\"step\":20,\"epoch\":1,\"loss\":2.5,\"lr\":0.1,"
-             "\"wall_time\":100.5}\n"
-             "not json\n"
-             "{\"kind\":\"train\",\"epoch\":1}\n"
-             "{\"kind\":\"eval\",\"step\":40,\"epoch\":1,\"top1\":0.75,\"wall_time\":101}\n"
-             "{\"kind\":\"train\",\"step\":20,\"epoch\":1,\"loss\":2.5,\"wall_time\":200}\n"
-             "{\"kind\":\"train\",\"step\":60,\"lo");
-  size_t malformed = 0;
-  const auto m = read_metrics(dir.path(), &malformed);
-  EXPECT_EQ(malformed, 2u);
-  ASSERT_EQ(m.size(), 3u);
-  EXPECT_EQ(m[0].kind, "train");
-  EXPECT_EQ(m[0].step, 20);
-  EXPECT_EQ(m[0].epoch, 1);
-  EXPECT_DOUBLE_EQ(m[0].wall_time, 100.5);
-  EXPECT_DOUBLE_EQ(m[0].values.at("loss"), 2.5);
-  EXPECT_DOUBLE_EQ(m[0].values.at("lr"), 0.1);
-  EXPECT_EQ(m[0].values.count("step"), 0u);
-  EXPECT_EQ(m[1].kind, "eval");
-  EXPECT_DOUBLE_EQ(m[1].values.at("top1"), 0.75);
-  EXPECT_EQ(m[2].step, 20);  // the resumed run's repeat of step 20, kept
-  EXPECT_DOUBLE_EQ(m[2].wall_time, 200);
 }
 
 }  // namespace

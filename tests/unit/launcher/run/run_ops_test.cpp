@@ -14,6 +14,7 @@
 #include "run/listing.hpp"
 #include "run/logs.hpp"
 #include "run/run_dir.hpp"
+#include "run/snapshot.hpp"
 #include "run/status.hpp"
 #include "run/trend.hpp"
 #include "slurm/client.hpp"
@@ -26,26 +27,25 @@ using test::read_text;
 using test::TempDir;
 using test::write_text;
 
+using records::MetricsRecord;
+
 MetricsRecord train_at(int64_t step, double loss) {
-  MetricsRecord r;
-  r.kind = "train";
+  records::TrainRecord r;
   r.step = step;
-  r.values["loss"] = loss;
+  r.loss = loss;
   return r;
 }
 
 MetricsRecord train_without_loss(int64_t step) {
-  MetricsRecord r;
-  r.kind = "train";
+  records::TrainRecord r;
   r.step = step;
   return r;
 }
 
 TEST(LossTrend, NoTrainLinesNoTrend) {
-  MetricsRecord eval;
-  eval.kind = "eval";
+  records::EvalRecord eval;
   eval.step = 10;
-  eval.values["loss"] = 1;
+  eval.loss = 1;
   EXPECT_FALSE(loss_trend({}));
   EXPECT_FALSE(loss_trend({eval}));
 }
@@ -107,8 +107,8 @@ TEST(LossTrend, AResumedRunCountsEachStepOnceTheLastWritten) {
 TEST(LossTrend, NonFiniteLossesAreCountedAndShown) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  // The worker writes a NaN or infinite loss as null, which read_metrics leaves out; records
-  // built elsewhere may carry the values themselves.
+  // The worker writes a NaN or infinite loss as null, which reads back as NaN; records built
+  // elsewhere may carry any value.
   const auto t = loss_trend({train_at(1, 4), train_at(2, nan), train_without_loss(3),
                              train_at(4, inf), train_at(5, 2), train_at(6, -inf)},
                             6);
@@ -136,7 +136,7 @@ TEST(LossTrend, ReadsTheMetricsFileWithNullLosses) {
              "{\"kind\":\"eval\",\"step\":10,\"loss\":9.0,\"top1\":0.5}\n"
              "{\"kind\":\"train\",\"step\":20,\"loss\":null}\n"
              "{\"kind\":\"train\",\"step\":40,\"loss\":1.0}\n");
-  const auto t = loss_trend(read_metrics(dir.path()));
+  const auto t = loss_trend(records::read_metrics(dir.path()).records);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->points, 3u);
   EXPECT_EQ(t->non_finite, 1u);
@@ -256,25 +256,30 @@ slurm::JobState job_state(const std::string& id, const std::string& state,
   return s;
 }
 
+// What status reads of a run directory: all of it, with its array tasks.
+Snapshot snapshot_of(const fs::path& dir) {
+  return read_snapshot(dir, {/*spec=*/false, /*tasks=*/true});
+}
+
 // Four runs: submitted and known to Slurm, submitted and forgotten by it (its ledger speaks),
 // never submitted, and an array of two tasks.
 struct ListFixture {
   TempDir root;
   ListFixture() {
     make_run(root / "live", test::minimal_spec("[train]\nmax_steps = 900\n"));
-    record_submission(root / "live", {"11", "2026-11-22T02:48:07Z", 0});
+    records::append_submission(root / "live", {"11", "2026-11-22T02:48:07Z", 0});
     write_text(root / "live/metrics.jsonl",
                "{\"kind\":\"train\",\"step\":300,\"epoch\":1,\"loss\":2.0}\n"
                "{\"kind\":\"eval\",\"step\":300,\"epoch\":1,\"top1\":0.75}\n");
     make_run(root / "old", test::minimal_spec("[train]\nepochs = 3\n"));
-    record_submission(root / "old", {"7", "2026-11-20T02:48:07Z", 0});
+    records::append_submission(root / "old", {"7", "2026-11-20T02:48:07Z", 0});
     write_text(root / "old/attempts.jsonl",
                "{\"job_id\":\"7\",\"restart\":0,\"reason\":\"requeued\"}\n"
                "{\"job_id\":\"7\",\"restart\":1,\"reason\":\"completed\"}\n");
     write_text(root / "old/metrics.jsonl", "{\"kind\":\"train\",\"step\":40,\"epoch\":2}\n");
     make_run(root / "new");
     make_run(root / "sweep");
-    record_submission(root / "sweep", {"20", "2026-11-22T02:48:07Z", 2});
+    records::append_submission(root / "sweep", {"20", "2026-11-22T02:48:07Z", 2});
     for (const char* t : {"task-000", "task-001"}) write_text(root / "sweep" / t / "spec.toml", "");
   }
 };
@@ -357,7 +362,7 @@ TEST(ListRows, TheTable) {
 TEST(StatusReport, SubmissionSlurmAndTheRunDirectory) {
   ListFixture f;
   const fs::path dir = f.root / "live";
-  const auto report = status_report(dir, last_submission(dir),
+  const auto report = status_report(snapshot_of(dir),
                                     {job_state("11", "RUNNING"), job_state("11.0", "RUNNING")}, "");
   EXPECT_EQ(report["run_dir"], dir.string());
   EXPECT_EQ(report["job_id"], "11");
@@ -370,12 +375,11 @@ TEST(StatusReport, SubmissionSlurmAndTheRunDirectory) {
   EXPECT_EQ(report["last_train"]["step"], 300);  // describe_run_dir's fields, merged in
   EXPECT_EQ(report["attempts"], 0);
 
-  const auto fresh = status_report(f.root / "new", std::nullopt, {}, "");
+  const auto fresh = status_report(snapshot_of(f.root / "new"), {}, "");
   EXPECT_TRUE(fresh["job_id"].is_null());
   EXPECT_FALSE(fresh.contains("submitted_at"));
 
-  const auto sweep =
-      status_report(f.root / "sweep", last_submission(f.root / "sweep"), {}, "squeue: timed out");
+  const auto sweep = status_report(snapshot_of(f.root / "sweep"), {}, "squeue: timed out");
   EXPECT_EQ(sweep["slurm_error"], "squeue: timed out");
   ASSERT_EQ(sweep["tasks"].size(), 2u);
   EXPECT_EQ(sweep["tasks"][1]["task"], 1);
@@ -386,8 +390,7 @@ TEST(StatusReport, AsPrinted) {
   ListFixture f;
   const fs::path dir = f.root / "live";
   std::ostringstream live;
-  print_status(
-      live, status_report(dir, last_submission(dir), {job_state("11", "PENDING", "Priority")}, ""));
+  print_status(live, status_report(snapshot_of(dir), {job_state("11", "PENDING", "Priority")}, ""));
   EXPECT_EQ(live.str(),
             "run:        " + dir.string() +
                 "\n"
@@ -401,11 +404,10 @@ TEST(StatusReport, AsPrinted) {
                 "trend:      loss 2 at step 300  \u2584\n"
                 "eval:       step 300, epoch 1, top-1 75.00%, top-5 ?%, loss ? (? images)\n");
   std::ostringstream fresh;
-  print_status(fresh, status_report(f.root / "new", std::nullopt, {}, ""));
+  print_status(fresh, status_report(snapshot_of(f.root / "new"), {}, ""));
   EXPECT_NE(fresh.str().find("job:        not submitted\n"), std::string::npos) << fresh.str();
   std::ostringstream sweep;
-  print_status(sweep, status_report(f.root / "sweep", last_submission(f.root / "sweep"), {},
-                                    "squeue: timed out"));
+  print_status(sweep, status_report(snapshot_of(f.root / "sweep"), {}, "squeue: timed out"));
   EXPECT_NE(sweep.str().find("slurm:      unavailable: squeue: timed out\n"
                              "task 0:\n  attempts:   0 (0 restarts)\n"),
             std::string::npos)
@@ -416,11 +418,11 @@ TEST(StatusReport, AsPrinted) {
       << "{\"kind\":\"train\",\"step\":500,\"epoch\":2,\"images_per_s\":742.4,"
          "\"window_first_step\":406,\"window_seconds\":12.5}\n";
   std::ostringstream windowed;
-  print_status(windowed, status_report(dir, last_submission(dir), {}, ""));
+  print_status(windowed, status_report(snapshot_of(dir), {}, ""));
   EXPECT_NE(windowed.str().find(", 742 images/s (steps 406-500), "), std::string::npos)
       << windowed.str();
   std::ostringstream purged;
-  print_status(purged, status_report(dir, last_submission(dir), {}, ""));
+  print_status(purged, status_report(snapshot_of(dir), {}, ""));
   EXPECT_NE(purged.str().find("slurm:      unknown to squeue and sacct (finished and purged, or "
                               "accounting off); see the attempts below\n"),
             std::string::npos)
@@ -488,7 +490,7 @@ fs::path three_rank_run(const TempDir& dir) {
   write_text(dir / "spec.toml", "[job]\nname = \"t\"\nrun_dir = \"" + (dir / "run").string() +
                                     "\"\ntasks_per_node = 3\n[data]\nsynthetic = true\n");
   prepare(spec::load(test::options_for(dir / "spec.toml")), "#!/bin/bash\n", false);
-  record_submission(dir / "run", {"77", "2026-11-22T02:48:07Z", 0});
+  records::append_submission(dir / "run", {"77", "2026-11-22T02:48:07Z", 0});
   write_text(dir / "run/logs/slurm-77.out",
              "hpctrain: job 77 attempt 1 on n1 at t1\n[rank 0/3 n1] step 10\n"
              "hpctrain: attempt ended: status 75, requeued\n"
@@ -624,13 +626,13 @@ TEST(Submit, DiscardRemovesOnlyWhatThisSubmitCreated) {
   EXPECT_FALSE(discard_unsubmitted(again));
   EXPECT_TRUE(fs::exists(dir / "kept/spec.toml"));
   // One that got a submission meanwhile is kept too.
-  record_submission(dir / "kept", {"7", "t", 0});
+  records::append_submission(dir / "kept", {"7", "t", 0});
   EXPECT_FALSE(discard_unsubmitted(dry));
   EXPECT_TRUE(fs::exists(dir / "kept/submissions.jsonl"));
 }
 
 TEST(Cancel, AJobThatEndedIsNamedWithWhoSaysSo) {
-  const std::vector<Attempt> none;
+  const std::vector<records::Attempt> none;
   EXPECT_EQ(job_already_ended("5", {{"5", "COMPLETED", "None", "n1", "squeue"}}, none),
             "COMPLETED, per squeue");
   EXPECT_FALSE(job_already_ended("5", {{"5", "RUNNING", "None", "n1", "squeue"}}, none));
@@ -645,11 +647,11 @@ TEST(Cancel, AJobThatEndedIsNamedWithWhoSaysSo) {
   EXPECT_FALSE(job_already_ended(
       "6", {{"6_0", "COMPLETED", "", "", "squeue"}, {"6_1", "PENDING", "", "", "squeue"}}, none));
   // Slurm has forgotten it: the ledger's last line of this job.
-  std::vector<Attempt> ledger(2);
+  std::vector<records::Attempt> ledger(2);
   ledger[0].job_id = "7";
-  ledger[0].reason = "requeued";
+  ledger[0].reason = records::Reason::kRequeued;
   ledger[1].job_id = "7";
-  ledger[1].reason = "completed";
+  ledger[1].reason = records::Reason::kCompleted;
   EXPECT_EQ(job_already_ended("7", {}, ledger), "completed, per the run's ledger attempts.jsonl");
   EXPECT_FALSE(job_already_ended("8", {}, ledger));  // another job's ledger lines
   ledger.pop_back();

@@ -10,11 +10,15 @@
 namespace hpctrain::step {
 namespace {
 
-run::Attempt line(const std::string& reason, std::optional<int64_t> last_step = std::nullopt,
-                  const std::string& job = "7", const std::string& lost = "") {
-  run::Attempt a;
+records::Reason reason_named(const std::string& name) {
+  return records::parse<records::Reason>(name).value();
+}
+
+records::Attempt line(const std::string& reason, std::optional<int64_t> last_step = std::nullopt,
+                      const std::string& job = "7", const std::string& lost = "") {
+  records::Attempt a;
   a.job_id = job;
-  a.reason = reason;
+  a.reason = reason_named(reason);
   a.last_step = last_step;
   a.lost_nodes = lost;
   return a;
@@ -68,12 +72,13 @@ struct Ended {
 Ended walk(const std::vector<std::optional<int64_t>>& committed, int64_t max_no_progress) {
   auto k = knobs();
   k.max_no_progress = max_no_progress;
-  std::vector<run::Attempt> ledger;
+  std::vector<records::Attempt> ledger;
   Ended out;
   for (const auto& newest : committed) {
     const int64_t stalled = attempts_without_progress(ledger, newest);
     const auto restart = static_cast<int64_t>(ledger.size());
-    const std::string reason = end_reason(k, {false, false, kExitRequeue, restart, 0, stalled});
+    const std::string reason(
+        records::name_of(end_reason(k, {false, false, kExitRequeue, restart, 0, stalled})));
     out.stalled.push_back(stalled);
     out.reasons.push_back(reason);
     ledger.push_back(line(reason, newest));
@@ -113,9 +118,9 @@ TEST(StepDecide, NoProgressCountStartsAgainAtEachNewCheckpoint) {
 }
 
 TEST(StepDecide, EarlierLostNodesOfThisJobOnly) {
-  const std::vector<run::Attempt> ledger = {line("node_lost", 1, "7", "n2,n3"),
-                                            line("node_lost", 1, "8", "n9"),
-                                            line("node_lost_requeued", 1, "7", "n3,bad name,n4")};
+  const std::vector<records::Attempt> ledger = {
+      line("node_lost", 1, "7", "n2,n3"), line("node_lost", 1, "8", "n9"),
+      line("node_lost_requeued", 1, "7", "n3,bad name,n4")};
   EXPECT_EQ(earlier_lost(ledger, "7"), (Nodes{"n2", "n3", "n4"}));
   EXPECT_EQ(earlier_lost(ledger, "8"), (Nodes{"n9"}));
   EXPECT_TRUE(earlier_lost(ledger, "9").empty());
@@ -165,7 +170,7 @@ TEST(StepDecide, RecoveryNeedsAFullStepUnlessShrinking) {
 
 TEST(StepDecide, EndReasons) {
   auto k = knobs();
-  const auto reason = [&](Ending e) { return end_reason(k, e); };
+  const auto reason = [&](Ending e) { return std::string(records::name_of(end_reason(k, e))); };
   EXPECT_EQ(reason({true, false, 143, 0, 0, 1}), "terminated");
   EXPECT_EQ(reason({true, true, 76, 0, 0, 1}), "terminated");
   EXPECT_EQ(reason({false, true, 76, 0, 0, 1}), "node_lost_requeued");
@@ -186,8 +191,8 @@ TEST(StepDecide, EndReasons) {
   EXPECT_EQ(reason({false, true, 76, 0, 0, 3}), "no_progress");
   EXPECT_EQ(reason({false, false, 0, 0, 0, 9}), "completed");
   EXPECT_EQ(reason({false, false, 1, 0, 2, 9}), "failed");
-  EXPECT_TRUE(is_requeue("failed_requeued"));
-  EXPECT_FALSE(is_requeue("no_progress"));
+  EXPECT_TRUE(records::is_requeue(reason_named("failed_requeued")));
+  EXPECT_FALSE(records::is_requeue(reason_named("no_progress")));
 }
 
 TEST(StepDecide, ExclusionMustLeaveThePartitionEnoughNodes) {
@@ -216,29 +221,38 @@ TEST(StepDecide, NodeOfHostByNameElseShortName) {
   EXPECT_EQ(node_of_host("127.0.0.2", {"127.0.0.1", "127.0.0.2"}), "127.0.0.2");
 }
 
+// The records of metrics.jsonl's `lines` that parse.
+std::vector<records::MetricsRecord> records_of(const std::vector<std::string>& lines) {
+  std::vector<records::MetricsRecord> out;
+  for (const auto& l : lines) {
+    if (auto r = records::parse_metrics_line(l)) out.push_back(*r);
+  }
+  return out;
+}
+
 TEST(StepDecide, VerdictsOfThisStepOnly) {
-  const std::vector<std::string> lines = {
-      R"({"kind":"hang","tag":"0.0","hosts":["n1"],"wall_time":5.5,"message":"old"})",
-      "not json",
-      R"({"kind":"train","tag":"1.0","step":3})",
-      R"({"kind":"started","tag":"1.0","wall_time":100.25})",
-      R"({"kind":"evict","tag":"1.0","hosts":["n2","bad name"],"wall_time":7,)"
-      R"("message":"evict: rank 2 (n2) \"slow\" \\ at step 5"})",
-      R"({"kind":"hang","tag":7,"hosts":["n3"]})"};
+  const auto lines = records_of(
+      {R"({"kind":"hang","tag":"0.0","step":2,"hosts":["n1"],"wall_time":5.5,"message":"old"})",
+       "not json", R"({"kind":"train","tag":"1.0","step":3})",
+       R"({"kind":"started","tag":"1.0","step":3,"wall_time":100.25})",
+       R"({"kind":"evict","tag":"1.0","step":5,"hosts":["n2","bad name"],"wall_time":7,)"
+       R"("message":"evict: rank 2 (n2) \"slow\" \\ at step 5"})",
+       R"({"kind":"hang","tag":7,"step":6,"hosts":["n3"]})"});
   const auto v = find_verdict(lines, "1.0");
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->kind, "evict");
+  EXPECT_EQ(v->kind, records::MetricsKind::kEvict);
   EXPECT_EQ(v->hosts, (Nodes{"n2"}));
   EXPECT_DOUBLE_EQ(v->wall_time, 7);
-  EXPECT_EQ(v->message, "evict: rank 2 (n2) slow  at step 5");
+  // The message as the worker wrote it: the records' reader unescapes JSON, nothing is stripped.
+  EXPECT_EQ(v->message, R"(evict: rank 2 (n2) "slow" \ at step 5)");
   EXPECT_EQ(find_verdict(lines, "0.0")->message, "old");
   EXPECT_FALSE(find_verdict(lines, "2.0"));
   EXPECT_DOUBLE_EQ(find_started(lines, "1.0").value(), 100.25);
   EXPECT_FALSE(find_started(lines, "0.0"));
   // A long message is cut at 240 characters.
-  const std::string longer =
-      R"({"kind":"hang","tag":"3.1","message":")" + std::string(300, 'x') + R"("})";
-  EXPECT_EQ(find_verdict({longer}, "3.1")->message.size(), 240u);
+  const auto longer = records_of(
+      {R"({"kind":"hang","tag":"3.1","step":1,"message":")" + std::string(300, 'x') + R"("})"});
+  EXPECT_EQ(find_verdict(longer, "3.1")->message.size(), 240u);
 }
 
 }  // namespace

@@ -249,7 +249,7 @@ TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
   EXPECT_EQ(cluster_.calls, (std::vector<std::string>{
                                 "requeue 7", "submit after 7 restart 1 exclude [n2] job.sbatch"}));
   EXPECT_EQ(ledger().back()["reason"], "node_lost_requeued");
-  const auto last = run::last_submission(run_dir());
+  const auto last = records::last_submission(run_dir());
   ASSERT_TRUE(last);
   EXPECT_EQ(last->job_id, "8");
   EXPECT_EQ(last->chained_from, "7");
@@ -418,7 +418,7 @@ TEST_F(Supervise, RefusedRequeueOfAnArrayTaskDoesNotChain) {
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0]["reason"], "requeued");
   EXPECT_EQ(l[0]["array_task_id"], 2);
-  EXPECT_FALSE(run::last_submission(run_dir()));
+  EXPECT_FALSE(records::last_submission(run_dir()));
 }
 
 TEST_F(Supervise, SetupFailureLine) {
@@ -430,7 +430,7 @@ TEST_F(Supervise, SetupFailureLine) {
   c.started = "2026-11-26T00:00:00Z";
   c.restart = 3;
   test::fs::create_directories(run_dir());
-  record_setup_failure(c, 2, "setup_failed", 6);
+  record_setup_failure(c, 2, records::Reason::kSetupFailed, 6);
   const auto l = ledger();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0]["reason"], "setup_failed");

@@ -1,0 +1,45 @@
+#include "run/snapshot.hpp"
+
+#include <algorithm>
+
+#include "common/run_layout.hpp"
+#include "run/run_dir.hpp"
+
+namespace hpctrain::run {
+
+Snapshot read_snapshot(const std::filesystem::path& dir, SnapshotParts parts) {
+  Snapshot s;
+  s.dir = dir;
+  s.submission = records::last_submission(dir);
+  // An array run's ledger, metrics and checkpoints are its tasks'.
+  const bool array = s.submission && s.submission->array_tasks > 0;
+  if (!(array && parts.tasks)) {
+    s.attempts = records::read_attempts(dir, &s.malformed_attempts);
+    s.metrics = records::read_metrics(dir);
+    s.checkpoint_step = last_committed_step(dir);
+    if (s.checkpoint_step) s.checkpoint_age_s = checkpoint_age_s(dir, *s.checkpoint_step);
+  }
+  if (parts.spec) {
+    try {
+      s.spec = read_frozen_spec(dir);
+    } catch (const RunDirError& e) {
+      s.spec_error = e.what();
+    }
+  }
+  if (array && parts.tasks) {
+    for (size_t t = 0; t < s.submission->array_tasks; ++t) {
+      Snapshot task = read_snapshot(dir / layout::task_dir_name(t), {parts.spec, false});
+      task.task = t;
+      s.tasks.push_back(std::move(task));
+    }
+  }
+  return s;
+}
+
+int64_t restarts(const std::vector<records::Attempt>& attempts) {
+  int64_t out = 0;
+  for (const auto& a : attempts) out = std::max(out, a.restart);
+  return out;
+}
+
+}  // namespace hpctrain::run

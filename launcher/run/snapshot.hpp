@@ -1,0 +1,49 @@
+// What a command knows of a run (or array task) directory, read from it once: the last
+// submission, the attempts ledger, metrics.jsonl, the newest committed checkpoint and, when asked
+// for, the frozen spec and the array tasks' own snapshots. `status`, `list` and `report` work from
+// a snapshot instead of opening the files again for each thing they show.
+// Thread safety: read_snapshot is reentrant; a Snapshot is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/records.hpp"
+#include "spec/spec.hpp"
+
+namespace hpctrain::run {
+
+struct Snapshot {
+  std::filesystem::path dir;
+  std::optional<size_t> task;  // the array task this directory is, for a task's snapshot
+  std::optional<records::Submission> submission;  // the last line of submissions.jsonl
+  std::vector<records::Attempt> attempts;
+  size_t malformed_attempts = 0;
+  records::MetricsRead metrics;
+  std::optional<int64_t> checkpoint_step;   // the newest committed checkpoint
+  std::optional<int64_t> checkpoint_age_s;  // seconds since its manifest was written
+  // With SnapshotParts::spec: the frozen spec, or why it did not load.
+  std::optional<spec::Spec> spec;
+  std::string spec_error;
+  // With SnapshotParts::tasks, for an array run (its last submission's array_tasks): each
+  // task-NNN folder's snapshot, by task number; the run's own ledger, metrics and checkpoint are
+  // then left unread (a job array's are its tasks').
+  std::vector<Snapshot> tasks;
+};
+
+struct SnapshotParts {
+  bool spec = false;
+  bool tasks = false;
+};
+
+// Reads `dir`: each file once; missing files read as empty.
+Snapshot read_snapshot(const std::filesystem::path& dir, SnapshotParts parts = {});
+
+// Restarts whatever their cause (our requeue, scontrol requeue, a node failure): the highest
+// SLURM_RESTART_COUNT an attempt saw.
+int64_t restarts(const std::vector<records::Attempt>& attempts);
+
+}  // namespace hpctrain::run
