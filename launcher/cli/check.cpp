@@ -26,10 +26,10 @@ std::string user_name() {
 
 // Prints what Slurm's answer adds (warnings, notes); throws Exit(2) with the errors.
 void check_against_slurm(const std::string& spec_file, const spec::Spec& spec) {
-  constexpr std::chrono::milliseconds kTimeout(15000);
+  const auto client = slurm::make_command_client({std::chrono::milliseconds(15000)});
   std::vector<slurm::PartitionInfo> partitions;
   try {
-    partitions = slurm::query_partitions(kTimeout);
+    partitions = client->partitions();
   } catch (const slurm::SlurmError& e) {
     std::cerr << spec_file << ": not checked against Slurm: " << e.what()
               << " (--offline skips this)\n";
@@ -37,7 +37,7 @@ void check_against_slurm(const std::string& spec_file, const spec::Spec& spec) {
   }
   std::optional<slurm::Accounting> accounting;
   if (spec.job.account || spec.job.qos) {
-    accounting = slurm::query_accounting(user_name(), kTimeout);
+    accounting = client->accounting(user_name());
   }
   const spec::Origin origin{spec_file, 0, 0, ""};
   const auto result = slurm::check_against_cluster(spec, partitions, accounting, origin);

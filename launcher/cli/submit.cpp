@@ -54,7 +54,7 @@ void add_submit(CLI::App& app) {
     }
     std::string job_id;
     try {
-      job_id = slurm::make_command_client()->submit(prepared.script);
+      job_id = slurm::make_command_client()->submit(prepared.script, {});
     } catch (const slurm::SlurmError& e) {
       // A failed submit leaves no run directory behind that it created itself; one that existed
       // before (earlier submissions, a dry run) keeps what it had.

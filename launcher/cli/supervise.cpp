@@ -2,6 +2,7 @@
 // a command for users (hidden from the help). It runs the job attempt's training steps
 // (step/supervisor.hpp) and exits with the batch job's status; with --record it only appends the
 // ledger line of an attempt whose set-up failed.
+#include <chrono>
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -62,8 +63,10 @@ int run_supervisor(const SuperviseArgs& args) {
     step::record_setup_failure(context, kExitBadInput, records::Reason::kSetupFailed, 0);
     return kExitBadInput;
   }
-  const auto cluster = step::make_command_cluster();
-  return step::supervise(context, spec, *cluster);
+  // Queries get 10 s: the supervisor asks them while a step stops or the job ends.
+  const auto client = slurm::make_command_client(
+      {std::chrono::milliseconds(60000), std::chrono::milliseconds(10000)});
+  return step::supervise(context, spec, *client);
 }
 
 }  // namespace

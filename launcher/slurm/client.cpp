@@ -1,11 +1,8 @@
 #include "slurm/client.hpp"
 
-#include <cstdlib>
-#include <filesystem>
 #include <regex>
 #include <sstream>
-
-#include "common/process.hpp"
+#include <stdexcept>
 
 namespace hpctrain::slurm {
 
@@ -40,14 +37,11 @@ std::vector<JobState> parse_state_lines(const std::string& text, const std::stri
   return out;
 }
 
-bool is_unreachable_message(const std::string& text) {
-  for (const char* sign :
-       {"Unable to contact slurm controller", "Could not establish a configuration source",
-        "resolve_ctls_from_dns_srv", "Unable to process configuration file",
-        "Socket timed out on send/recv", "Connection refused"}) {
-    if (text.find(sign) != std::string::npos) return true;
+std::string state_of(const std::vector<JobState>& states, const std::string& job_id) {
+  for (const auto& s : states) {
+    if (s.job_id == job_id) return s.state;
   }
-  return false;
+  return states.empty() ? std::string() : states.front().state;
 }
 
 bool is_terminal_state(const std::string& state) {
@@ -60,141 +54,234 @@ bool is_terminal_state(const std::string& state) {
 
 namespace {
 
-std::string first_line(const std::string& s) {
-  auto end = s.find('\n');
-  return s.substr(0, end);
+using std::chrono::milliseconds;
+
+std::string joined(const std::vector<std::string>& ids) {
+  std::string list;
+  for (const auto& id : ids) list += (list.empty() ? "" : ",") + id;
+  return list;
 }
 
-std::string last_line(const std::string& s) {
-  size_t end = s.size();
-  while (end > 0 && (s[end - 1] == '\n' || s[end - 1] == ' ')) --end;
-  const size_t start = s.rfind('\n', end == 0 ? 0 : end - 1);
-  return s.substr(start == std::string::npos ? 0 : start + 1,
-                  end - (start == std::string::npos ? 0 : start + 1));
+// "COMMAND failed (status N): what it said first".
+[[noreturn]] void throw_failed(const std::string& command, const common::CommandResult& r) {
+  throw SlurmError(command + " failed (status " + std::to_string(r.exit_status) +
+                   "): " + first_line_said(r));
 }
 
-std::string slurm_conf_words() {
-  const char* conf = std::getenv("SLURM_CONF");
-  return conf ? std::string("SLURM_CONF is ") + conf
-              : std::string(
-                    "SLURM_CONF is not set, so Slurm reads /etc/slurm/slurm.conf or, without "
-                    "one, looks for a controller in DNS");
-}
-
-[[noreturn]] void throw_unreachable(const std::string& command, const std::string& said) {
-  throw SlurmUnreachable("no Slurm controller was reachable (" + command + " said: " + said +
-                         "). Check with 'scontrol ping'; " + slurm_conf_words() + ".");
+std::vector<std::string> sbatch_argv(const std::filesystem::path& script,
+                                     const SubmitOptions& options) {
+  std::vector<std::string> argv = {"sbatch", "--parsable"};
+  if (!options.after.empty()) argv.push_back("--dependency=afterany:" + options.after);
+  if (!options.export_env.empty()) {
+    std::string exports = "--export=ALL";
+    for (const auto& var : options.export_env) {
+      if (var.find(',') != std::string::npos) {
+        throw std::invalid_argument("sbatch --export cannot pass a comma: " + var);
+      }
+      exports += "," + var;
+    }
+    argv.push_back(exports);
+  }
+  if (!options.exclude.empty()) argv.push_back("--exclude=" + options.exclude);
+  argv.push_back(script.string());
+  return argv;
 }
 
 class CommandClient : public SlurmClient {
  public:
   explicit CommandClient(CommandClientOptions options) : options_(options) {}
 
-  std::string submit(const std::filesystem::path& script) override {
-    const auto r = run({"sbatch", "--parsable", script.string()});
+  std::string submit(const std::filesystem::path& script, const SubmitOptions& options) override {
+    const auto r = change(sbatch_argv(script, options));
     throw_if_unreachable("sbatch", r);
-    if (r.exit_status != 0) {
-      throw SlurmError("sbatch failed (status " + std::to_string(r.exit_status) +
-                       "): " + first_line(r.err.empty() ? r.out : r.err));
-    }
+    if (r.exit_status != 0) throw_failed("sbatch", r);
     auto id = parse_job_id(r.out);
-    if (!id) throw SlurmError("sbatch printed no job id: '" + first_line(r.out) + "'");
+    if (!id)
+      throw SlurmError("sbatch printed no job id: '" + r.out.substr(0, r.out.find('\n')) + "'");
     return *id;
   }
 
   std::vector<JobState> query(const std::string& job_id) override {
     // squeue knows jobs still in the controller's memory, finished ones included (MinJobAge).
-    auto r = run({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job_id,
+    auto r = ask({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job_id,
                   "--format=%i|%T|%r|%N"});
+    throw_if_unreachable("squeue", r);
     if (r.exit_status == 0) {
       auto states = parse_state_lines(r.out, "squeue");
       if (!states.empty()) return states;
-    } else if (is_unreachable_message(r.err)) {
-      throw_unreachable("squeue", last_line(r.err));
     }
     // sacct knows older jobs where accounting is on.
-    r = run({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + job_id,
+    r = ask({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + job_id,
              "--format=JobID,State,ExitCode,NodeList"});
     if (r.exit_status == 0) return parse_state_lines(r.out, "sacct");
     return {};
   }
 
+  std::vector<JobState> query_all(const std::vector<std::string>& job_ids) override;
+
   void cancel(const std::string& job_id) override {
-    const auto r = run({"scancel", job_id});
+    const auto r = change({"scancel", job_id});
     throw_if_unreachable("scancel", r);
     if (r.exit_status != 0) {
-      throw SlurmError("scancel " + job_id +
-                       " failed: " + first_line(r.err.empty() ? r.out : r.err));
+      throw SlurmError("scancel " + job_id + " failed: " + first_line_said(r));
     }
   }
 
-  std::vector<JobState> query_all(const std::vector<std::string>& job_ids) override {
-    if (job_ids.empty()) return {};
-    std::string list;
-    for (const auto& id : job_ids) list += (list.empty() ? "" : ",") + id;
-    // squeue answers for the jobs it knows and is silent on the others, unless it knows none of
-    // them ("Invalid job id specified").
-    auto r = run({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + list,
-                  "--format=%i|%T|%r|%N"});
-    throw_if_unreachable("squeue", r);
-    if (r.exit_status != 0 && r.err.find("Invalid job id") == std::string::npos) {
-      throw SlurmError("squeue failed (status " + std::to_string(r.exit_status) +
-                       "): " + first_line(r.err.empty() ? r.out : r.err));
+  void requeue(const std::string& job_id) override {
+    const auto r = change({"scontrol", "requeue", job_id});
+    throw_if_unreachable("scontrol", r);
+    if (r.exit_status != 0) {
+      const auto words = said(r);
+      throw SlurmError("scontrol requeue " + job_id + " was refused" +
+                       (words.empty() ? std::string() : " (scontrol: " + words + ")"));
     }
-    std::vector<JobState> states =
-        r.exit_status == 0 ? parse_state_lines(r.out, "squeue") : std::vector<JobState>{};
-    // The jobs squeue has forgotten (MinJobAge): sacct, where accounting is on.
-    std::string missing;
-    for (const auto& id : job_ids) {
-      bool known = false;
-      for (const auto& s : states) {
-        if (s.job_id == id || s.job_id.rfind(id + "_", 0) == 0) known = true;
-      }
-      if (!known) missing += (missing.empty() ? "" : ",") + id;
-    }
-    if (!missing.empty()) {
-      r = run({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + missing,
-               "--format=JobID,State,ExitCode,NodeList"});
-      if (r.exit_status == 0) {
-        for (auto& s : parse_state_lines(r.out, "sacct")) states.push_back(std::move(s));
-      }
-    }
-    return states;
   }
+
+  void exclude_nodes(const std::string& job_id, const std::string& nodelist) override {
+    const std::vector<std::string> argv = {"scontrol", "update", "JobId=" + job_id,
+                                           "ExcNodeList=" + nodelist};
+    const auto r = change(argv);
+    throw_if_unreachable("scontrol", r);
+    if (r.exit_status != 0) throw_failed("scontrol update", r);
+  }
+
+  std::vector<std::string> step_ids(const std::string& job_id) override {
+    const auto r = ask({"squeue", "--noheader", "--steps", "--jobs=" + job_id, "--format=%i"});
+    throw_if_unreachable("squeue", r);
+    if (r.exit_status != 0) throw_failed("squeue --steps", r);
+    static const std::regex kStep("[0-9_]+\\.[0-9]+");
+    std::vector<std::string> out;
+    for (auto id : output_lines(r.out)) {
+      id.erase(0, id.find_first_not_of(" \t"));
+      id.erase(id.find_last_not_of(" \t") + 1);
+      if (std::regex_match(id, kStep)) out.push_back(id);
+    }
+    return out;
+  }
+
+  void kill_step(const std::string& step_id) override {
+    try {
+      start_slurm_command({"scancel", "--signal=KILL", step_id}, change_timeout());
+    } catch (const SlurmError&) {
+      // No configuration to reach a controller with: the step ends with its srun.
+    }
+  }
+
+  std::vector<std::string> hostnames(const std::string& nodelist) override {
+    const auto r = ask({"scontrol", "show", "hostnames", nodelist});
+    throw_if_unreachable("scontrol", r);
+    if (r.exit_status != 0) throw_failed("scontrol show hostnames", r);
+    return output_lines(r.out);
+  }
+
+  std::optional<int> slurmd_port() override;
+  std::vector<PartitionInfo> partitions() override;
+  Accounting accounting(const std::string& user) override;
 
  private:
-  common::CommandResult run(const std::vector<std::string>& argv) {
-    return run_slurm_command(argv, options_.timeout);
+  milliseconds change_timeout() const { return options_.timeout; }
+  milliseconds query_timeout() const { return options_.query_timeout.value_or(options_.timeout); }
+  // A command that changes something (sbatch, scancel, scontrol requeue and update).
+  common::CommandResult change(const std::vector<std::string>& argv) {
+    return run_slurm_command(argv, change_timeout());
+  }
+  // A query.
+  common::CommandResult ask(const std::vector<std::string>& argv) {
+    return run_slurm_command(argv, query_timeout());
   }
 
   CommandClientOptions options_;
 };
 
+std::vector<JobState> CommandClient::query_all(const std::vector<std::string>& job_ids) {
+  if (job_ids.empty()) return {};
+  // squeue answers for the jobs it knows and is silent on the others, unless it knows none of
+  // them ("Invalid job id specified").
+  auto r = ask({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + joined(job_ids),
+                "--format=%i|%T|%r|%N"});
+  throw_if_unreachable("squeue", r);
+  if (r.exit_status != 0 && r.err.find("Invalid job id") == std::string::npos) {
+    throw_failed("squeue", r);
+  }
+  std::vector<JobState> states =
+      r.exit_status == 0 ? parse_state_lines(r.out, "squeue") : std::vector<JobState>{};
+  // The jobs squeue has forgotten (MinJobAge): sacct, where accounting is on.
+  std::vector<std::string> missing;
+  for (const auto& id : job_ids) {
+    bool known = false;
+    for (const auto& s : states) {
+      if (s.job_id == id || s.job_id.rfind(id + "_", 0) == 0) known = true;
+    }
+    if (!known) missing.push_back(id);
+  }
+  if (!missing.empty()) {
+    r = ask({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + joined(missing),
+             "--format=JobID,State,ExitCode,NodeList"});
+    if (r.exit_status == 0) {
+      for (auto& s : parse_state_lines(r.out, "sacct")) states.push_back(std::move(s));
+    }
+  }
+  return states;
+}
+
+std::optional<int> CommandClient::slurmd_port() {
+  const auto r = ask({"scontrol", "show", "config"});
+  throw_if_unreachable("scontrol", r);
+  if (r.exit_status != 0) throw_failed("scontrol show config", r);
+  for (const auto& line : output_lines(r.out)) {
+    std::istringstream words(line);
+    std::string key, eq, value;
+    words >> key >> eq >> value;
+    if (key != "SlurmdPort") continue;
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos ||
+        value.size() > 5) {
+      return std::nullopt;
+    }
+    return std::stoi(value);
+  }
+  return std::nullopt;
+}
+
+std::vector<PartitionInfo> CommandClient::partitions() {
+  const auto r = ask({"sinfo", "--noheader", "--all", std::string("--format=") + kSinfoFormat});
+  throw_if_unreachable("sinfo", r);
+  if (r.exit_status != 0) throw_failed("sinfo", r);
+  return parse_sinfo_partitions(r.out);
+}
+
+Accounting CommandClient::accounting(const std::string& user) {
+  Accounting a;
+  a.user = user;
+  auto answer = [&](const std::vector<std::string>& argv, std::string& out) {
+    try {
+      const auto r = ask(argv);
+      if (r.exit_status == 0) {
+        out = r.out;
+        return true;
+      }
+      a.not_checked = "sacctmgr said: " + first_line_said(r);
+    } catch (const SlurmUnreachable&) {
+      // A missing SLURM_CONF too: sacctmgr would retry it until the deadline.
+      a.not_checked =
+          "sacctmgr did not answer within " + std::to_string(query_timeout().count() / 1000) + " s";
+    } catch (const SlurmError&) {
+      a.not_checked = "sacctmgr was not found";
+    }
+    return false;
+  };
+  std::string assoc, qos;
+  if (!answer({"sacctmgr", "--noheader", "--parsable2", "show", "associations", "where",
+               "user=" + user, "format=Account,Partition,QOS"},
+              assoc) ||
+      !answer({"sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name"}, qos)) {
+    return a;
+  }
+  a.associations = parse_associations(assoc);
+  a.qos_names = parse_qos_names(qos);
+  return a;
+}
+
 }  // namespace
-
-void throw_if_unreachable(const std::string& command, const common::CommandResult& r) {
-  if (r.exit_status != 0 && is_unreachable_message(r.err))
-    throw_unreachable(command, last_line(r.err));
-}
-
-common::CommandResult run_slurm_command(const std::vector<std::string>& argv,
-                                        std::chrono::milliseconds timeout) {
-  // Slurm retries a missing configuration file for a minute before it gives up.
-  if (const char* conf = std::getenv("SLURM_CONF"); conf && !std::filesystem::exists(conf)) {
-    throw SlurmUnreachable(std::string("no Slurm controller was reachable: SLURM_CONF names ") +
-                           conf +
-                           ", which does not exist. Check with 'scontrol ping' once "
-                           "SLURM_CONF names the cluster's slurm.conf (or is unset).");
-  }
-  auto r = common::run_command(argv, timeout);
-  if (r.not_found) throw SlurmError(r.err + " (is Slurm installed and on PATH?)");
-  if (r.timed_out) {
-    throw SlurmUnreachable("no Slurm controller was reachable: " + argv[0] +
-                           " did not answer within " + std::to_string(timeout.count() / 1000) +
-                           " s. Check with 'scontrol ping'; " + slurm_conf_words() + ".");
-  }
-  return r;
-}
 
 std::unique_ptr<SlurmClient> make_command_client(CommandClientOptions options) {
   return std::make_unique<CommandClient>(options);

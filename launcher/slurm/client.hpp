@@ -1,6 +1,8 @@
-// The Slurm commands hpctrain needs (sbatch, squeue, sacct, scancel), behind a small interface so
-// that tests and other front ends can substitute their own. The command implementation runs the
-// real client programs by argv with deadlines.
+// Slurm as hpctrain asks it, for the CLI and the step supervisor alike: every command it runs
+// (sbatch, squeue, sacct, scancel, scontrol, sinfo, sacctmgr) behind one interface, so that tests
+// substitute one fake (tests/unit/launcher/slurm/fake_slurm.hpp). The command implementation runs
+// the real client programs by argv with deadlines, through command.hpp's run_slurm_command: a
+// controller that does not answer is a SlurmUnreachable wherever it is asked.
 // Thread safety: a client is not shared between threads.
 #pragma once
 
@@ -11,23 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "common/error.hpp"
-#include "common/process.hpp"
+#include "slurm/cluster_info.hpp"
+#include "slurm/command.hpp"
 
 namespace hpctrain::slurm {
-
-// Thrown when a Slurm command fails, times out or answers something unexpected.
-class SlurmError : public hpctrain::Error {
- public:
-  using hpctrain::Error::Error;
-};
-
-// No Slurm controller answered (no configuration found, nothing listening at the controller's
-// address, or it timed out). The message says so, quotes Slurm and says how to check.
-class SlurmUnreachable : public SlurmError {
- public:
-  using SlurmError::SlurmError;
-};
 
 struct JobState {
   std::string job_id;  // "123" or "123_4" for an array task
@@ -37,22 +26,64 @@ struct JobState {
   std::string source;  // "squeue" or "sacct"
 };
 
+// sbatch's options besides the script's own.
+struct SubmitOptions {
+  std::string after;                    // --dependency=afterany:JOB, when not empty
+  std::vector<std::string> export_env;  // NAME=VALUE each (no commas): --export=ALL,NAME=VALUE,...
+  std::string exclude;                  // --exclude=LIST, when not empty
+};
+
+// Each method throws SlurmUnreachable when no controller answers and SlurmError when Slurm
+// refuses or is not installed, unless it says otherwise.
 class SlurmClient {
  public:
   virtual ~SlurmClient() = default;
-  // Submits `script` and returns the validated job id.
-  virtual std::string submit(const std::filesystem::path& script) = 0;
+
+  // Jobs.
+  // sbatch --parsable: the validated job id.
+  virtual std::string submit(const std::filesystem::path& script, const SubmitOptions& options) = 0;
   // The job's state (several for arrays); empty when neither squeue nor sacct knows the job.
+  // Throws SlurmUnreachable when squeue gets no answer; a failed sacct counts as not knowing.
   virtual std::vector<JobState> query(const std::string& job_id) = 0;
-  virtual void cancel(const std::string& job_id) = 0;
   // The states of several jobs with one squeue call (and one sacct call for those squeue no longer
-  // knows): what `hpctrain list` shows. Jobs neither knows are missing from the result. Throws
-  // SlurmUnreachable when no controller answers.
+  // knows): what `hpctrain list` shows. Jobs neither knows are missing from the result.
   virtual std::vector<JobState> query_all(const std::vector<std::string>& job_ids) = 0;
+  virtual void cancel(const std::string& job_id) = 0;
+  // scontrol requeue JOB. Slurm's refusal says "scontrol requeue JOB was refused (scontrol: ...)".
+  virtual void requeue(const std::string& job_id) = 0;
+  // scontrol update JobId=JOB ExcNodeList=LIST.
+  virtual void exclude_nodes(const std::string& job_id, const std::string& nodelist) = 0;
+
+  // Job steps (what srun starts).
+  // The job's step ids, "JOB.STEP" only (squeue --steps).
+  virtual std::vector<std::string> step_ids(const std::string& job_id) = 0;
+  // scancel --signal=KILL STEP, not waited for: it returns only when every node of the step has
+  // answered, a lost one too. Never throws: a step it cannot reach ends with its srun.
+  virtual void kill_step(const std::string& step_id) = 0;
+
+  // The cluster.
+  // scontrol show hostnames LIST: the node names, in order.
+  virtual std::vector<std::string> hostnames(const std::string& nodelist) = 0;
+  // SlurmdPort from scontrol show config; nullopt when it is not there or not a port.
+  virtual std::optional<int> slurmd_port() = 0;
+  // Every partition (sinfo --all, parse_sinfo_partitions).
+  virtual std::vector<PartitionInfo> partitions() = 0;
+  // The associations of `user` and the QoS names (sacctmgr). Never throws: sacctmgr's failures
+  // (accounting off, slurmdbd down, a timeout) set not_checked instead.
+  virtual Accounting accounting(const std::string& user) = 0;
 };
 
+// How long a command may take before its controller counts as unreachable.
 struct CommandClientOptions {
-  std::chrono::milliseconds timeout{60000};  // per command
+  CommandClientOptions(std::chrono::milliseconds each = std::chrono::milliseconds(60000),
+                       std::optional<std::chrono::milliseconds> queries = std::nullopt)
+      : timeout(each), query_timeout(queries) {}
+
+  std::chrono::milliseconds timeout;  // per command
+  // The queries' (squeue, sacct, sinfo, sacctmgr, scontrol show) where shorter: the step
+  // supervisor asks them while a step is stopping or the job ending, where a slow answer costs
+  // the run its time.
+  std::optional<std::chrono::milliseconds> query_timeout;
 };
 
 std::unique_ptr<SlurmClient> make_command_client(CommandClientOptions options = {});
@@ -61,25 +92,15 @@ std::unique_ptr<SlurmClient> make_command_client(CommandClientOptions options = 
 // Returns the job id without the cluster, or nullopt.
 std::optional<std::string> parse_job_id(const std::string& text);
 
-// Runs a Slurm client program (sinfo, squeue, ...) by argv with `timeout`. Throws SlurmUnreachable
-// when SLURM_CONF names a missing file or the program does not answer in time, and SlurmError when
-// it is not installed; otherwise returns its result, failed or not.
-common::CommandResult run_slurm_command(const std::vector<std::string>& argv,
-                                        std::chrono::milliseconds timeout);
-
-// Throws SlurmUnreachable, quoting `command`'s last line of stderr, when `r` failed because no
-// controller answered (is_unreachable_message).
-void throw_if_unreachable(const std::string& command, const common::CommandResult& r);
-
-// Whether a Slurm command's error output means that no controller could be reached (rather than
-// that the controller refused the request).
-bool is_unreachable_message(const std::string& text);
-
 // States in which a job will not run again (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...); PENDING,
 // RUNNING, REQUEUED, COMPLETING and the like are not.
 bool is_terminal_state(const std::string& state);
 
 // Parses "id|state|reason|nodes" lines (squeue -o '%i|%T|%r|%N' and sacct -P alike).
 std::vector<JobState> parse_state_lines(const std::string& text, const std::string& source);
+
+// The state of `job_id` among `states` (query's answer): its own line's, else the first line's
+// (squeue may spell an id differently); empty when there is none.
+std::string state_of(const std::vector<JobState>& states, const std::string& job_id);
 
 }  // namespace hpctrain::slurm

@@ -25,14 +25,12 @@ void add_unique(std::vector<std::string>& v, const std::string& s) {
 
 // The partition the job goes to: job.partition, else the cluster's default; nullptr (with an
 // error) when there is none.
-const PartitionInfo* find_partition(const spec::JobSpec& job,
-                                    const std::vector<PartitionInfo>& partitions,
-                                    spec::DiagnosticSink& sink, const spec::Origin& origin) {
+const PartitionInfo* job_partition(const spec::JobSpec& job,
+                                   const std::vector<PartitionInfo>& partitions,
+                                   spec::DiagnosticSink& sink, const spec::Origin& origin) {
+  if (const auto* p = find_partition(partitions, job.partition)) return p;
   std::vector<std::string> names;
   for (const auto& p : partitions) names.push_back(p.name);
-  for (const auto& p : partitions) {
-    if (job.partition ? p.name == *job.partition : p.is_default) return &p;
-  }
   if (job.partition) {
     sink.error(origin, "job.partition",
                "partition '" + *job.partition +
@@ -148,7 +146,7 @@ ClusterCheck check_against_cluster(const spec::Spec& spec,
                                    const spec::Origin& origin) {
   ClusterCheck out;
   spec::DiagnosticSink sink;
-  const PartitionInfo* p = find_partition(spec.job, partitions, sink, origin);
+  const PartitionInfo* p = job_partition(spec.job, partitions, sink, origin);
   if (p) check_partition(spec, *p, sink, origin);
   if (accounting && (spec.job.account || spec.job.qos)) {
     check_accounting(spec.job, p ? p->name : spec.job.partition.value_or(""), *accounting, sink,

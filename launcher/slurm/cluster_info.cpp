@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "common/process.hpp"
-#include "slurm/client.hpp"
+#include "slurm/command.hpp"
 
 namespace hpctrain::slurm {
 
@@ -17,17 +16,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   while (std::getline(in, part, sep)) parts.push_back(part);
   if (!s.empty() && s.back() == sep) parts.emplace_back();
   return parts;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) lines.push_back(line);
-  }
-  return lines;
 }
 
 // A count of digits only, or nullopt.
@@ -49,8 +37,6 @@ std::optional<int64_t> max_job_nodes_of(const std::string& s) {
   const std::string high = dash == std::string::npos ? s : s.substr(dash + 1);
   return is_unlimited(high) ? std::nullopt : count_of(high);
 }
-
-std::string first_line_of(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 }  // namespace
 
@@ -124,7 +110,7 @@ int64_t gpus_in_gres(const std::string& gres) {
 
 std::vector<PartitionInfo> parse_sinfo_partitions(const std::string& text) {
   std::vector<PartitionInfo> out;
-  for (const auto& line : lines_of(text)) {
+  for (const auto& line : output_lines(text)) {
     const auto f = split(line, '|');
     if (f.size() < 6 || f[0].empty()) continue;
     const auto nodes = count_of(f[4]);
@@ -155,7 +141,7 @@ std::vector<PartitionInfo> parse_sinfo_partitions(const std::string& text) {
 
 std::vector<Association> parse_associations(const std::string& text) {
   std::vector<Association> out;
-  for (const auto& line : lines_of(text)) {
+  for (const auto& line : output_lines(text)) {
     const auto f = split(line, '|');
     if (f.empty() || f[0].empty()) continue;
     Association a;
@@ -173,49 +159,16 @@ std::vector<Association> parse_associations(const std::string& text) {
 
 std::vector<std::string> parse_qos_names(const std::string& text) {
   std::vector<std::string> out;
-  for (const auto& line : lines_of(text)) out.push_back(line.substr(0, line.find('|')));
+  for (const auto& line : output_lines(text)) out.push_back(line.substr(0, line.find('|')));
   return out;
 }
 
-std::vector<PartitionInfo> query_partitions(std::chrono::milliseconds timeout) {
-  const auto r = run_slurm_command(
-      {"sinfo", "--noheader", "--all", std::string("--format=") + kSinfoFormat}, timeout);
-  throw_if_unreachable("sinfo", r);
-  if (r.exit_status != 0) {
-    throw SlurmError("sinfo failed (status " + std::to_string(r.exit_status) +
-                     "): " + first_line_of(r.err.empty() ? r.out : r.err));
+const PartitionInfo* find_partition(const std::vector<PartitionInfo>& partitions,
+                                    const std::optional<std::string>& name) {
+  for (const auto& p : partitions) {
+    if (name ? p.name == *name : p.is_default) return &p;
   }
-  return parse_sinfo_partitions(r.out);
-}
-
-Accounting query_accounting(const std::string& user, std::chrono::milliseconds timeout) {
-  Accounting a;
-  a.user = user;
-  auto ask = [&](const std::vector<std::string>& argv, std::string& out) {
-    const auto r = common::run_command(argv, timeout);
-    if (r.not_found) {
-      a.not_checked = "sacctmgr was not found";
-    } else if (r.timed_out) {
-      a.not_checked =
-          "sacctmgr did not answer within " + std::to_string(timeout.count() / 1000) + " s";
-    } else if (r.exit_status != 0) {
-      a.not_checked = "sacctmgr said: " + first_line_of(r.err.empty() ? r.out : r.err);
-    } else {
-      out = r.out;
-      return true;
-    }
-    return false;
-  };
-  std::string assoc, qos;
-  if (!ask({"sacctmgr", "--noheader", "--parsable2", "show", "associations", "where",
-            "user=" + user, "format=Account,Partition,QOS"},
-           assoc) ||
-      !ask({"sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=Name"}, qos)) {
-    return a;
-  }
-  a.associations = parse_associations(assoc);
-  a.qos_names = parse_qos_names(qos);
-  return a;
+  return nullptr;
 }
 
 }  // namespace hpctrain::slurm

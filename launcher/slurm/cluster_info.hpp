@@ -1,11 +1,11 @@
-// What the cluster offers, as `hpctrain check` compares a spec with it: each partition's nodes,
-// GPUs per node, time limit and job size from one `sinfo` call, and the user's associations and
-// the QoS names from `sacctmgr` where accounting is on. The queries run the client programs by
-// argv with deadlines (as client.cpp does); the parsers are pure, for tests with captured text.
+// What the cluster offers, as `hpctrain check` compares a spec with it and the step supervisor
+// counts a partition's nodes: each partition's nodes, GPUs per node, time limit and job size from
+// one `sinfo` call, and the user's associations and the QoS names from `sacctmgr` where accounting
+// is on. The types and their pure parsers, for tests with captured text; client.hpp's
+// partitions() and accounting() run the queries.
 // Thread safety: reentrant.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -67,12 +67,9 @@ std::vector<Association> parse_associations(const std::string& text);
 // `sacctmgr --noheader --parsable2 show qos format=Name` lines.
 std::vector<std::string> parse_qos_names(const std::string& text);
 
-// sinfo --all over every partition. Throws SlurmUnreachable when no controller answers,
-// SlurmError when sinfo fails otherwise.
-std::vector<PartitionInfo> query_partitions(std::chrono::milliseconds timeout);
-
-// The associations of `user` and the QoS names. Never throws for sacctmgr's failures (accounting
-// off, slurmdbd down, a timeout): they set not_checked instead.
-Accounting query_accounting(const std::string& user, std::chrono::milliseconds timeout);
+// The partition a job goes to: the one named `name`, else (nullopt) the cluster's default;
+// nullptr when there is none.
+const PartitionInfo* find_partition(const std::vector<PartitionInfo>& partitions,
+                                    const std::optional<std::string>& name);
 
 }  // namespace hpctrain::slurm

@@ -1,7 +1,6 @@
 #include "step/supervisor.hpp"
 
-#include <spawn.h>
-#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,13 +15,12 @@
 #include <thread>
 
 #include "common/exit_codes.hpp"
+#include "common/process.hpp"
 #include "common/records.hpp"
 #include "common/run_layout.hpp"
 #include "common/time.hpp"
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
-
-extern char** environ;
 
 namespace hpctrain::step {
 
@@ -51,48 +49,18 @@ void pause_for(milliseconds ms) {
 void say(const std::string& line) { std::cout << line << std::endl; }
 void warn(const std::string& line) { std::cerr << line << std::endl; }
 
-// The srun child of a step.
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-    std::vector<char*> args, envp;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    const int rc = ::posix_spawnp(&pid_, args[0], nullptr, nullptr, args.data(), envp.data());
-    if (rc != 0) {
-      warn("hpctrain: cannot run " + argv[0] + ": " + std::strerror(rc));
-      status_ = 127;  // as the shell says of a command it cannot run
-    }
+// What Slurm answers through `ask`, or `unknown` when it does not: refused, not installed, or no
+// controller answering (said on stderr: nothing else would report it).
+template <typename Ask, typename T>
+T or_unknown(Ask ask, T unknown) {
+  try {
+    return ask();
+  } catch (const slurm::SlurmUnreachable& e) {
+    warn(std::string("hpctrain: ") + e.what());
+  } catch (const slurm::SlurmError&) {
   }
-  // Whether the step has ended (its status collected).
-  bool ended() {
-    if (status_) return true;
-    int raw = 0;
-    if (::waitpid(pid_, &raw, WNOHANG) == pid_) status_ = decode(raw);
-    return status_.has_value();
-  }
-  int wait() {
-    while (!status_) {
-      int raw = 0;
-      const pid_t got = ::waitpid(pid_, &raw, 0);
-      if (got == pid_) status_ = decode(raw);
-      if (got < 0 && errno != EINTR) status_ = 127;
-    }
-    return *status_;
-  }
-  void kill_now() {
-    if (!ended()) ::kill(pid_, SIGKILL);
-  }
-
- private:
-  static int decode(int raw) {
-    return WIFEXITED(raw) ? WEXITSTATUS(raw) : WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : 1;
-  }
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
+  return unknown;
+}
 
 // The node-loss fields of a ledger line.
 void copy_loss(const records::Attempt& from, records::Attempt& to) {
@@ -105,12 +73,13 @@ void copy_loss(const records::Attempt& from, records::Attempt& to) {
 }
 
 using records::Cause;
-using Dead = std::vector<std::pair<std::string, Cause>>;  // (node, cause)
+using Dead = Unanswered;  // (node, cause)
 
 class Supervisor {
  public:
-  Supervisor(const AttemptContext& c, const spec::Spec& spec, Cluster& cluster)
-      : c_(c), spec_(spec), k_(knobs_from_spec(spec)), cluster_(cluster) {
+  Supervisor(const AttemptContext& c, const spec::Spec& spec, slurm::SlurmClient& slurm,
+             const NodeProbe& probe)
+      : c_(c), spec_(spec), k_(knobs_from_spec(spec)), slurm_(slurm), probe_(probe) {
     step_started_ = c.started;
     step_list_ = c.nodes;
     world_ = k_.train_nodes * k_.tasks_per_node;
@@ -146,7 +115,7 @@ class Supervisor {
 
   void watch_nodes();
   void run_steps();
-  int watch_step(Child& srun);
+  int watch_step(common::Process& srun);
   void look_again(int status);
   bool handle_loss(int status);
   int finish();
@@ -155,14 +124,15 @@ class Supervisor {
   void exclude_on_requeue();
 
   Dead confirmed_dead();
-  void stop_step(Child& srun);
+  void stop_step(common::Process& srun);
   void check_recovered();
   void flush_loss(std::optional<double> recover_s);
 
   const AttemptContext& c_;
   const spec::Spec& spec_;
   Knobs k_;
-  Cluster& cluster_;
+  slurm::SlurmClient& slurm_;
+  const NodeProbe& probe_;
 
   Nodes allocation_, step_nodes_, lost_, exclude_, avoided_;
   bool watching_ = false;
@@ -181,14 +151,17 @@ class Supervisor {
 // already had that are healthy, then the others in order, the batch host last. Without the names
 // (scontrol missing) the step runs on the whole allocation and nothing is watched.
 void Supervisor::watch_nodes() {
-  if (c_.nodes != "?") allocation_ = cluster_.hostnames(c_.nodes);
+  if (c_.nodes != "?") {
+    allocation_ = or_unknown([&] { return slurm_.hostnames(c_.nodes); }, Nodes());
+  }
   for (const auto& n : allocation_) {
     if (!is_node_name(n)) {
       allocation_.clear();
       break;
     }
   }
-  if (const auto port = cluster_.slurmd_port()) port_ = *port;
+  const auto port = or_unknown([&] { return slurm_.slurmd_port(); }, std::optional<int>());
+  if (port) port_ = *port;
   watching_ = static_cast<int64_t>(allocation_.size()) >= k_.train_nodes && port_ > 0;
   // Nodes lost in earlier attempts of this job, when Slurm placed this one on them again.
   exclude_ = earlier_lost(records::read_attempts(c_.task_dir), c_.job);
@@ -230,15 +203,12 @@ void Supervisor::run_steps() {
       status_ = 143;
       return;
     }
-    std::vector<std::string> env{"HPCTRAIN_STEP_TAG=" + tag(),
-                                 "HPCTRAIN_WORLD_SIZE=" + std::to_string(world_)};
-    for (char** e = environ; *e; ++e) {
-      const std::string var = *e;
-      if (var.rfind("HPCTRAIN_STEP_TAG=", 0) != 0 && var.rfind("HPCTRAIN_WORLD_SIZE=", 0) != 0) {
-        env.push_back(var);
-      }
-    }
-    Child srun(render::srun_argv(spec_, c_.spec_file, shape), env);
+    common::ProcessOptions options;
+    options.env = common::environment_with(
+        {"HPCTRAIN_STEP_TAG=" + tag(), "HPCTRAIN_WORLD_SIZE=" + std::to_string(world_)});
+    const auto argv = render::srun_argv(spec_, c_.spec_file, shape);
+    common::Process srun(argv, options);
+    if (!srun.started()) warn("hpctrain: cannot run " + argv[0] + ": " + srun.error());
     const int status = watch_step(srun);
     look_again(status);
     flush_loss(std::nullopt);
@@ -250,12 +220,11 @@ void Supervisor::run_steps() {
 // Waits for the step, a second at a time: a hang verdict ends it after the grace time (the named
 // ranks print their stacks first; a rank stuck in the kernel cannot even exit), a lost node at
 // once.
-int Supervisor::watch_step(Child& srun) {
+int Supervisor::watch_step(common::Process& srun) {
   std::optional<Clock::time_point> verdict_seen;
-  while (!srun.ended()) {
+  while (!srun.poll()) {
     // A second between looks, ended early by the step's end.
-    for (int slice = 0; slice < 10 && !srun.ended(); ++slice) pause_for(milliseconds(100));
-    if (srun.ended()) break;
+    if (srun.wait_for(milliseconds(1000))) break;
     check_recovered();
     if (!verdict_seen) {
       const auto v = find_verdict(records::read_metrics_tail(c_.task_dir).records, tag());
@@ -378,16 +347,14 @@ Dead Supervisor::confirmed_dead() {
     if (n != c_.batch_host) others.push_back(n);
   }
   if (others.empty()) return {};
-  const auto first = cluster_.probe(others, port_, milliseconds(2000));
+  const auto first = probe_(others, port_, milliseconds(2000));
   if (first.empty()) return {};
   pause_for(milliseconds(500));
-  const auto again = cluster_.probe(others, port_, milliseconds(2000));
+  const auto again = probe_(others, port_, milliseconds(2000));
   Dead out;
-  for (const auto& [node, outcome] : first) {
+  for (const auto& [node, cause] : first) {
     for (const auto& second : again) {
-      // The probe's outcomes are the causes' names ("silent", "refused").
-      if (second.first == node)
-        out.emplace_back(node, records::parse<Cause>(outcome).value_or(Cause::kRefused));
+      if (second.first == node) out.emplace_back(node, cause);
     }
   }
   return out;
@@ -395,11 +362,11 @@ Dead Supervisor::confirmed_dead() {
 
 // Kills the step's tasks through slurmctld, then srun itself if it has not ended 3 s later: srun
 // alone would wait for the lost node's tasks, whose end it never hears of.
-void Supervisor::stop_step(Child& srun) {
-  for (const auto& id : cluster_.step_ids(c_.slurm_job_id)) cluster_.kill_step(id);
-  const auto deadline = Clock::now() + std::chrono::seconds(3);
-  while (!srun.ended() && Clock::now() < deadline) pause_for(milliseconds(200));
-  srun.kill_now();
+void Supervisor::stop_step(common::Process& srun) {
+  const auto steps =
+      or_unknown([&] { return slurm_.step_ids(c_.slurm_job_id); }, std::vector<std::string>());
+  for (const auto& id : steps) slurm_.kill_step(id);
+  if (!srun.wait_for(milliseconds(3000))) srun.signal(SIGKILL);
 }
 
 // The node_lost line of the previous step waits for the recovery time: until the new step's
@@ -423,7 +390,11 @@ void Supervisor::flush_loss(std::optional<double> recover_s) {
 // requeue, whose TERM ends what runs after it.
 bool Supervisor::exclusion_allowed() {
   if (exclude_.empty()) return false;
-  const int64_t total = cluster_.partition_nodes(c_.partition);
+  const auto partitions =
+      or_unknown([&] { return slurm_.partitions(); }, std::vector<slurm::PartitionInfo>());
+  const auto* partition = slurm::find_partition(
+      partitions, c_.partition.empty() ? std::nullopt : std::optional<std::string>(c_.partition));
+  const int64_t total = partition ? partition->total_nodes() : 0;
   const int64_t need = c_.job_nodes.value_or(static_cast<int64_t>(allocation_.size()));
   if (exclusion_fits(total, exclude_.size(), need)) return true;
   warn("hpctrain: not excluding " + join(exclude_) + " on requeue: partition " +
@@ -438,9 +409,14 @@ bool Supervisor::exclusion_allowed() {
 void Supervisor::exclude_on_requeue() {
   const std::string list = join(exclude_);
   for (int attempt = 0; attempt < 8; ++attempt) {
-    if (cluster_.exclude(c_.job, list)) {
+    try {
+      slurm_.exclude_nodes(c_.job, list);
       say("hpctrain: requeued with ExcNodeList=" + list);
       return;
+    } catch (const slurm::SlurmUnreachable& e) {
+      warn(std::string("hpctrain: ") + e.what());
+      break;  // asking again would wait as long again
+    } catch (const slurm::SlurmError&) {
     }
     pause_for(milliseconds(100));
   }
@@ -451,7 +427,8 @@ int Supervisor::finish() {
   // When the job is cancelled while srun is still launching the step, srun can return 0 and the
   // TERM may never come here; a job that is no longer RUNNING is being terminated.
   if (!terminated()) {
-    const auto state = cluster_.job_state(c_.job);
+    const auto state =
+        or_unknown([&] { return slurm::state_of(slurm_.query(c_.job), c_.job); }, std::string());
     if (!state.empty() && state != "RUNNING") g_terminated = 1;
   }
   const auto ledger = records::read_attempts(c_.task_dir);
@@ -491,13 +468,20 @@ int Supervisor::finish() {
 // Requeues the job; where Slurm refuses, submits the next job of a chain instead (with
 // preemption.chain), which resumes the run as a requeued attempt would.
 int Supervisor::requeue_or_chain(bool excluding) {
-  std::string said;
-  if (cluster_.requeue(c_.job, &said)) {
+  try {
+    slurm_.requeue(c_.job);
     if (excluding) exclude_on_requeue();
     return kExitOk;
+  } catch (const slurm::SlurmUnreachable& e) {
+    // The request may have reached the controller all the same: a next job of a chain could then
+    // run beside the requeued one, in the same run directory.
+    warn("hpctrain: scontrol requeue " + c_.job + " got no answer (" + e.what() +
+         "); no chain is submitted: if the job does not come back, resubmit with "
+         "'hpctrain submit'");
+    return status_;
+  } catch (const slurm::SlurmError& e) {
+    warn(std::string("hpctrain: ") + e.what());
   }
-  warn("hpctrain: scontrol requeue " + c_.job + " was refused" +
-       (said.empty() ? std::string() : " (scontrol: " + said + ")"));
   if (!k_.chain) {
     warn("hpctrain: preemption.chain is off; resubmit with 'hpctrain submit'");
     return status_;
@@ -508,15 +492,18 @@ int Supervisor::requeue_or_chain(bool excluding) {
   }
   // The next link takes the nodes lost so far as --exclude: the same rule as ExcNodeList.
   const std::string exclude = excluding ? join(exclude_) : std::string();
-  const auto next =
-      cluster_.submit_next(c_.job, c_.task_dir / layout::kScript, c_.restart + 1, exclude, &said);
-  if (!next) {
-    warn("hpctrain: the next job of the chain could not be submitted (" + said +
+  std::string next;
+  try {
+    next = slurm_.submit(
+        c_.task_dir / layout::kScript,
+        {c_.job, {"HPCTRAIN_CHAIN_RESTART=" + std::to_string(c_.restart + 1)}, exclude});
+  } catch (const slurm::SlurmError& e) {
+    warn(std::string("hpctrain: the next job of the chain could not be submitted (") + e.what() +
          "); resubmit with 'hpctrain submit'");
     return status_;
   }
-  records::append_submission(c_.task_dir, {*next, utc_now(), 0, c_.job});
-  say("hpctrain: job " + *next + " continues the run once job " + c_.job +
+  records::append_submission(c_.task_dir, {next, utc_now(), 0, c_.job});
+  say("hpctrain: job " + next + " continues the run once job " + c_.job +
       " has ended (a chain: Slurm does not requeue this job)" +
       (exclude.empty() ? std::string() : "; it excludes " + exclude));
   return kExitOk;
@@ -524,8 +511,9 @@ int Supervisor::requeue_or_chain(bool excluding) {
 
 }  // namespace
 
-int supervise(const AttemptContext& context, const spec::Spec& spec, Cluster& cluster) {
-  return Supervisor(context, spec, cluster).run();
+int supervise(const AttemptContext& context, const spec::Spec& spec, slurm::SlurmClient& slurm,
+              const NodeProbe& probe) {
+  return Supervisor(context, spec, slurm, probe).run();
 }
 
 void record_setup_failure(const AttemptContext& c, int status, records::Reason reason,

@@ -4,7 +4,8 @@
 // step on healthy nodes when one is lost, records every step in the ledger (attempts.jsonl,
 // through common/records.hpp, the same reader and writer `status`, `list` and the report use), and
 // at the end decides with step/decide.hpp whether the job is requeued, and which nodes it excludes.
-// docs/resilience.md and docs/preemption.md describe the protocol.
+// It asks Slurm through the Slurm layer (slurm/client.hpp) and the nodes through a NodeProbe
+// (step/node_probe.hpp). docs/resilience.md and docs/preemption.md describe the protocol.
 // Thread safety: one supervisor per process; `terminated` is written by a signal handler.
 #pragma once
 
@@ -13,8 +14,9 @@
 #include <optional>
 #include <string>
 
-#include "step/cluster.hpp"
+#include "slurm/client.hpp"
 #include "step/decide.hpp"
+#include "step/node_probe.hpp"
 
 namespace hpctrain::step {
 
@@ -40,8 +42,12 @@ AttemptContext context_from_env();
 extern volatile std::sig_atomic_t g_terminated;
 
 // Runs the job attempt's steps to the end and returns the batch job's exit status (0 when it
-// requeued the job).
-int supervise(const AttemptContext& context, const spec::Spec& spec, Cluster& cluster);
+// requeued the job). What Slurm does not answer (no controller) counts as unknown, as a refusal
+// does: no node is watched, none excluded, no step signalled through Slurm, and a job of unknown
+// state is taken as still running. A requeue that got no answer is not followed by a chain: it
+// may have taken effect, and two jobs would then run in the one run directory.
+int supervise(const AttemptContext& context, const spec::Spec& spec, slurm::SlurmClient& slurm,
+              const NodeProbe& probe = probe_slurmds);
 
 // Appends the ledger line of an attempt that ended before its first step (its set-up failed).
 void record_setup_failure(const AttemptContext& context, int status, records::Reason reason,

@@ -45,7 +45,7 @@ printf '%s\0' "$0" "$@" > "$ARGV_DIR/worker"
 constexpr const char* kScontrol = R"(#!/bin/bash
 printf '%s\0' "$@" >> "$ARGV_DIR/scontrol"
 )";
-constexpr const char* kSqueue = "#!/bin/bash\necho RUNNING\n";
+constexpr const char* kSqueue = "#!/bin/bash\necho '4242|RUNNING|None|node[1-2]'\n";
 
 void write_executable(const path& file, const std::string& text) {
   write_text(file, text);

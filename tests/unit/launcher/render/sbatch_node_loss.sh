@@ -91,11 +91,12 @@ SH
 cat > "$work/bin/squeue" <<'SH'
 #!/bin/bash
 [[ $* == *--steps* ]] && { echo 4242.0; echo 4242.batch; exit 0; }
-echo RUNNING
+echo "4242|RUNNING|None|fake[1-4]"
 SH
+# sinfo: the default partition (the job names none), of FAKE_PARTITION_NODES nodes.
 cat > "$work/bin/sinfo" <<'SH'
 #!/bin/bash
-echo "${FAKE_PARTITION_NODES:-8}"
+echo "debug*|up|infinite|1-infinite|${FAKE_PARTITION_NODES:-8}|(null)"
 SH
 cat > "$work/bin/scancel" <<'SH'
 #!/bin/bash

@@ -19,6 +19,7 @@
 #include "run/trend.hpp"
 #include "slurm/client.hpp"
 #include "support/test_util.hpp"
+#include "unit/launcher/slurm/fake_slurm.hpp"
 
 namespace hpctrain::run {
 namespace {
@@ -548,21 +549,13 @@ TEST(RunLog, ARanksLinesFromTheOutThenTheErr) {
   }
 }
 
-// A Slurm that knows every job as COMPLETED.
-class CompletedSlurm : public slurm::SlurmClient {
- public:
-  std::string submit(const fs::path&) override { return "1"; }
-  std::vector<slurm::JobState> query(const std::string& id) override {
-    return {{id, "COMPLETED", "0:0", "n1", "squeue"}};
-  }
-  void cancel(const std::string&) override {}
-  std::vector<slurm::JobState> query_all(const std::vector<std::string>&) override { return {}; }
-};
-
 TEST(RunLog, FollowingARankReadsTheErrToo) {
   TempDir dir;
   const fs::path run = three_rank_run(dir);
-  CompletedSlurm slurm;
+  test::FakeSlurm slurm;  // every job COMPLETED
+  slurm.state = "COMPLETED";
+  slurm.reason = "0:0";
+  slurm.nodes = "n1";
   const volatile std::sig_atomic_t never = 0;
   const LogSelection one{1, std::nullopt, std::nullopt, false};
   std::ostringstream out;

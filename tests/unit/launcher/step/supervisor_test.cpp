@@ -1,5 +1,6 @@
-// The step supervisor's sequences against a fake Slurm (launcher/step/supervisor.hpp): a fake
-// Cluster answers for scontrol, sinfo, squeue and the slurmd probes and records what was asked;
+// The step supervisor's sequences against a fake Slurm (launcher/step/supervisor.hpp): the one
+// FakeSlurm answers for scontrol, sinfo and squeue and records what was asked, a stand-in probe
+// answers for the slurmds;
 // a stand-in srun first on PATH plays each step from RUN/play-N.sh and records its argv and
 // environment. sbatch_node_loss runs the same through the rendered script with every branch.
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include "common/exit_codes.hpp"
 #include "step/supervisor.hpp"
 #include "support/test_util.hpp"
+#include "unit/launcher/slurm/fake_slurm.hpp"
 
 namespace hpctrain::step {
 namespace {
@@ -29,56 +31,19 @@ date +%s.%N > "$RUN/srun-$n.time"
 source "$RUN/play-$n.sh"
 )";
 
-class FakeCluster : public Cluster {
- public:
-  Nodes allocation = {"b", "n1", "n2", "n3"};
-  int64_t partition_size = 8;
-  std::string state = "RUNNING";
-  bool requeue_ok = true;
-  // A node N is lost while RUN/lost-N (refused) or RUN/silent-N (no answer) exists; RUN/once-N
-  // makes one probe find it refused and is then removed.
-  std::string run_dir;
-  std::vector<std::string> calls;
-  int64_t probes = 0;
+using Failure = test::FakeSlurm::Failure;
 
-  Nodes hostnames(const std::string&) override { return allocation; }
-  std::optional<int> slurmd_port() override { return 6818; }
-  int64_t partition_nodes(const std::string&) override { return partition_size; }
-  std::vector<std::string> step_ids(const std::string& job) override { return {job + ".0"}; }
-  // RUN/killed tells a play that the step's tasks were killed.
-  void kill_step(const std::string& id) override {
-    calls.push_back("kill " + id);
-    test::write_text(run_dir + "/killed", id);
+// The slurmds as the stand-in probe finds them: node N is lost while RUN/lost-N (refused) or
+// RUN/silent-N (no answer) exists; RUN/once-N makes one probe find it refused and is then removed.
+Unanswered probe_files(const std::string& run_dir, const Nodes& nodes) {
+  Unanswered dead;
+  for (const auto& n : nodes) {
+    if (test::fs::exists(run_dir + "/lost-" + n)) dead.emplace_back(n, records::Cause::kRefused);
+    if (test::fs::exists(run_dir + "/silent-" + n)) dead.emplace_back(n, records::Cause::kSilent);
+    if (test::fs::remove(run_dir + "/once-" + n)) dead.emplace_back(n, records::Cause::kRefused);
   }
-  std::string job_state(const std::string&) override { return state; }
-  bool requeue(const std::string& job, std::string*) override {
-    calls.push_back("requeue " + job);
-    return requeue_ok;
-  }
-  bool exclude(const std::string& job, const std::string& list) override {
-    calls.push_back("exclude " + job + " " + list);
-    return true;
-  }
-  std::optional<std::string> submit_next(const std::string& job,
-                                         const std::filesystem::path& script, int64_t restart,
-                                         const std::string& exclude, std::string*) override {
-    calls.push_back("submit after " + job + " restart " + std::to_string(restart) + " exclude [" +
-                    exclude + "] " + script.filename().string());
-    return next_job;
-  }
-  std::optional<std::string> next_job = "8";
-  std::vector<std::pair<std::string, std::string>> probe(const Nodes& nodes, int,
-                                                         std::chrono::milliseconds) override {
-    ++probes;
-    std::vector<std::pair<std::string, std::string>> dead;
-    for (const auto& n : nodes) {
-      if (test::fs::exists(run_dir + "/lost-" + n)) dead.emplace_back(n, "refused");
-      if (test::fs::exists(run_dir + "/silent-" + n)) dead.emplace_back(n, "silent");
-      if (test::fs::remove(run_dir + "/once-" + n)) dead.emplace_back(n, "refused");
-    }
-    return dead;
-  }
-};
+  return dead;
+}
 
 class Supervise : public ::testing::Test {
  protected:
@@ -89,7 +54,12 @@ class Supervise : public ::testing::Test {
     saved_path_ = path ? path : "";
     ::setenv("PATH", (dir_.file("bin") + ":" + saved_path_).c_str(), 1);
     ::setenv("RUN", run_dir().c_str(), 1);
-    cluster_.run_dir = run_dir();
+    slurm_.allocation = {"b", "n1", "n2", "n3"};
+    slurm_.add_partition("p", 8);
+    // RUN/killed tells a play that the step's tasks were killed.
+    slurm_.on_kill_step = [this](const std::string& id) {
+      write_text(dir_ / "run" / "killed", id);
+    };
     g_terminated = 0;
     spec_.job.nodes = 3;
     spec_.job.tasks_per_node = 2;
@@ -122,13 +92,17 @@ class Supervise : public ::testing::Test {
     c.nodes = "b,n[1-3]";
     c.started = "2026-11-26T00:00:00Z";
     c.batch_host = "b";
-    c.partition = "p";
+    c.partition = partition_;
     c.job_nodes = 4;
     if (array_task_) {
       c.job = "7_" + std::to_string(*array_task_);
       c.array_task = array_task_;
     }
-    return supervise(c, spec_, cluster_);
+    return supervise(c, spec_, slurm_, [this](const Nodes& nodes, int port, auto) {
+      EXPECT_EQ(port, 6818);
+      ++probes_;
+      return probe_files(run_dir(), nodes);
+    });
   }
   std::vector<nlohmann::json> ledger() const {
     std::vector<nlohmann::json> out;
@@ -136,6 +110,13 @@ class Supervise : public ::testing::Test {
     std::string line;
     while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
     return out;
+  }
+  // Another attempt of the job from scratch: no step, no ledger, no node lost.
+  void start_over() {
+    slurm_.calls.clear();
+    for (const char* name : {"srun.count", "attempts.jsonl", "lost-n2", "killed"}) {
+      test::fs::remove(dir_ / "run" / name);
+    }
   }
   std::string argv(int n) const {
     return read_text(dir_ / "run" / ("srun-" + std::to_string(n) + ".argv"));
@@ -148,7 +129,9 @@ class Supervise : public ::testing::Test {
 
   TempDir dir_;
   std::string saved_path_;
-  FakeCluster cluster_;
+  test::FakeSlurm slurm_;
+  int64_t probes_ = 0;
+  std::string partition_ = "p";
   spec::Spec spec_;
   std::optional<int64_t> array_task_;
 };
@@ -196,7 +179,7 @@ TEST_F(Supervise, CompletedStepOnTheChosenNodes) {
             "--nodelist=n1,n2,n3\n--cpus-per-task=1\n/opt/worker\n--spec\n" +
                 run_dir() + "/spec.toml\n");
   EXPECT_EQ(read_text(dir_ / "run" / "srun-1.env"), "6 0.0\n");
-  EXPECT_TRUE(cluster_.calls.empty());
+  EXPECT_TRUE(slurm_.calls.empty());
 }
 
 TEST_F(Supervise, RequeuedAfterACheckpointAndRefusedRequeueKeepsTheStatus) {
@@ -204,11 +187,11 @@ TEST_F(Supervise, RequeuedAfterACheckpointAndRefusedRequeueKeepsTheStatus) {
        "mkdir -p \"$RUN/checkpoints/step-000000012\"; : > "
        "\"$RUN/checkpoints/step-000000012/manifest.json\"; exit 75");
   EXPECT_EQ(run(), 0);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
   EXPECT_EQ(ledger().back()["reason"], "requeued");
   EXPECT_EQ(ledger().back()["last_step"], 12);
   // The cluster refuses: the job ends with the worker's status, the ledger still says requeued.
-  cluster_.requeue_ok = false;
+  slurm_.failing["requeue"] = Failure::kRefused;
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
   EXPECT_EQ(ledger().size(), 2u);
@@ -228,7 +211,7 @@ TEST_F(Supervise, NoProgressBreakerCountsFromTheFirstAttemptsCheckpoint) {
   EXPECT_EQ(run(), 0) << "one attempt without progress";
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7", "requeue 7"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7", "requeue 7"}));
   std::vector<std::string> reasons;
   for (const auto& l : ledger()) {
     reasons.push_back(l["reason"]);
@@ -241,30 +224,32 @@ TEST_F(Supervise, NoProgressBreakerCountsFromTheFirstAttemptsCheckpoint) {
 // next job of a chain continues the run: submitted after this one, counting its attempts on, the
 // nodes lost so far excluded; submissions.jsonl names it, so status and cancel follow the run.
 TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
-  cluster_.requeue_ok = false;
+  slurm_.failing["requeue"] = Failure::kRefused;
   spec_.preemption.chain = true;
   spec_.resilience.max_node_losses = 0;
   play(1, "touch \"$RUN/lost-n2\"; exit 76");
   EXPECT_EQ(run(), 0);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{
-                                "requeue 7", "submit after 7 restart 1 exclude [n2] job.sbatch"}));
+  EXPECT_EQ(
+      slurm_.calls,
+      (std::vector<std::string>{
+          "requeue 7", "submit job.sbatch after=7 export=HPCTRAIN_CHAIN_RESTART=1 exclude=n2"}));
   EXPECT_EQ(ledger().back()["reason"], "node_lost_requeued");
   const auto last = records::last_submission(run_dir());
   ASSERT_TRUE(last);
   EXPECT_EQ(last->job_id, "8");
   EXPECT_EQ(last->chained_from, "7");
   // sbatch refused too: the job ends with its status, saying so.
-  cluster_.calls.clear();
-  cluster_.next_job.reset();
+  slurm_.calls.clear();
+  slurm_.next_job.reset();
   play(1, "exit 75");
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
   // With preemption.chain off, no chain (an array task: RefusedRequeueOfAnArrayTaskDoesNotChain).
   spec_.preemption.chain = false;
-  cluster_.calls.clear();
+  slurm_.calls.clear();
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
 }
 
 TEST_F(Supervise, LostNodeReplacedByTheBatchHost) {
@@ -286,25 +271,26 @@ TEST_F(Supervise, LostNodeReplacedByTheBatchHost) {
   EXPECT_EQ(l[1]["step"], 1);
   EXPECT_NE(argv(2).find("--nodelist=n1,n3,b\n--overlap\n"), std::string::npos) << argv(2);
   EXPECT_EQ(read_text(dir_ / "run" / "srun-2.env"), "6 0.1\n");
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"kill 7.0"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"kill 7.0"}));
 }
 
 TEST_F(Supervise, LossPastTheLimitRequeuesWithTheNodeExcludedIfThePartitionAllows) {
   spec_.resilience.max_node_losses = 0;
   play(1, "touch \"$RUN/lost-n2\"; exit 76");
   EXPECT_EQ(run(), 0);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7", "exclude 7 n2"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7", "exclude 7 n2"}));
   auto l = ledger();
   EXPECT_EQ(l.back()["reason"], "node_lost_requeued");
   EXPECT_EQ(l.back()["excluded"], "n2");
   EXPECT_EQ(l.back()["exit_status"], kExitPeerLost);
   // A partition of 4 nodes for a job of 4: excluding one would leave it pending forever.
-  cluster_.calls.clear();
-  cluster_.partition_size = 4;
-  test::fs::remove(dir_ / "run" / "srun.count");
-  test::fs::remove(dir_ / "run" / "attempts.jsonl");  // else n2 is avoided as lost before
+  // (start_over: else n2 is avoided as lost before, or found lost before the step, unwatched.)
+  start_over();
+  slurm_.partition_list.clear();
+  slurm_.add_partition("p", 4);
   EXPECT_EQ(run(), 0);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(ledger().back()["reason"], "node_lost_requeued");
   EXPECT_FALSE(ledger().back().contains("excluded"));
 }
 
@@ -316,10 +302,10 @@ TEST_F(Supervise, TerminatedBeforeTheStepOrWhileItStarted) {
   EXPECT_EQ(ledger().back()["reason"], "terminated");
   // srun returned 0, but the job is no longer RUNNING: it is being cancelled.
   g_terminated = 0;
-  cluster_.state = "COMPLETING";
+  slurm_.state = "COMPLETING";
   EXPECT_EQ(run(), 0);
   EXPECT_EQ(ledger().back()["reason"], "terminated");
-  EXPECT_TRUE(cluster_.calls.empty());
+  EXPECT_TRUE(slurm_.calls.empty());
 }
 
 // The workers name their hosts as gethostname(2) does, which may be fully qualified where Slurm's
@@ -338,7 +324,7 @@ TEST_F(Supervise, HangVerdictWithFullyQualifiedHostReplacesTheNode) {
   EXPECT_EQ(l[0]["exit_status"], kExitHang);
   EXPECT_EQ(l[1]["reason"], "completed");
   EXPECT_EQ(l[1]["nodes"], "n1,n3,b");
-  EXPECT_TRUE(cluster_.calls.empty()) << "no requeue";
+  EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
 }
 
 // The same for a straggler's eviction: the evicted node does not come back in the next step.
@@ -352,7 +338,7 @@ TEST_F(Supervise, EvictVerdictWithFullyQualifiedHostReplacesTheNode) {
   EXPECT_EQ(l[0]["cause"], "straggler");
   EXPECT_EQ(l[0]["lost_nodes"], "n3");
   EXPECT_EQ(l[1]["nodes"], "n1,n2,b");
-  EXPECT_TRUE(cluster_.calls.empty()) << "no requeue";
+  EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
 }
 
 // A host that is none of the step's nodes, even by its short name, names no node: the step's
@@ -363,7 +349,7 @@ TEST_F(Supervise, VerdictOnAnUnknownHostIsAnOrdinaryFailure) {
   const auto l = ledger();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0]["reason"], "failed_requeued");
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
 }
 
 // Only a node that fails two probes half a second apart is lost: a slurmd that misses one (busy,
@@ -376,7 +362,7 @@ TEST_F(Supervise, ASlurmdMissingOneProbeIsNoLoss) {
   ASSERT_EQ(l.size(), 1u) << read_text(dir_ / "run" / "attempts.jsonl");
   EXPECT_EQ(l[0]["reason"], "completed");
   EXPECT_EQ(read_text(dir_ / "run" / "srun.count"), "1\n") << "a second step";
-  EXPECT_TRUE(cluster_.calls.empty()) << "the step was killed";
+  EXPECT_TRUE(slurm_.calls.empty()) << "the step was killed";
 }
 
 // The fence: a silent node's ranks may still run, cut off, until their heartbeat timeout (2 s
@@ -408,17 +394,125 @@ TEST_F(Supervise, SilentNodeFencedRefusingNodeNot) {
 // An array task does not chain where the requeue is refused (docs/preemption.md): it ends with
 // the worker's status, and no next job is submitted.
 TEST_F(Supervise, RefusedRequeueOfAnArrayTaskDoesNotChain) {
-  cluster_.requeue_ok = false;
+  slurm_.failing["requeue"] = Failure::kRefused;
   spec_.preemption.chain = true;
   array_task_ = 2;
   play(1, "exit 75");
   EXPECT_EQ(run(), kExitRequeue);
-  EXPECT_EQ(cluster_.calls, (std::vector<std::string>{"requeue 7_2"}));
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7_2"}));
   const auto l = ledger();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0]["reason"], "requeued");
   EXPECT_EQ(l[0]["array_task_id"], 2);
   EXPECT_FALSE(records::last_submission(run_dir()));
+}
+
+// No controller answers at all: the supervisor cannot watch the nodes (no names, no port), runs the
+// step on the whole allocation, and of everything that changes Slurm only asks for the requeue,
+// which got no answer: no chain follows (the requeue may have taken effect: two jobs would then
+// share the run directory).
+TEST_F(Supervise, UnreachableControllerChangesNothing) {
+  slurm_.fail_all(Failure::kUnreachable);
+  spec_.preemption.chain = true;
+  play(1, "touch \"$RUN/lost-n2\"; exit 75");
+  ::testing::internal::CaptureStderr();
+  const int status = run();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status, kExitRequeue);
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(probes_, 0) << "nodes probed without their names";
+  EXPECT_EQ(argv(1).find("--nodelist"), std::string::npos) << argv(1);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["reason"], "requeued");
+  EXPECT_NE(err.find("no Slurm controller was reachable (fake: hostnames)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("scontrol requeue 7 got no answer"), std::string::npos) << err;
+  EXPECT_NE(err.find("no chain is submitted"), std::string::npos) << err;
+}
+
+// The requeue alone gets no answer: no chain, where a refusal chains
+// (RefusedRequeueChainsTheNextJob).
+TEST_F(Supervise, UnansweredRequeueSubmitsNoChain) {
+  slurm_.failing["requeue"] = Failure::kUnreachable;
+  spec_.preemption.chain = true;
+  play(1, "exit 75");
+  EXPECT_EQ(run(), kExitRequeue);
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_FALSE(run::last_submission(run_dir()));
+}
+
+// ExcNodeList after the requeue: a refusal is asked again (8 times in all, as Slurm may not have
+// made the job pending yet); no answer is not, as the next try would wait as long again.
+TEST_F(Supervise, ExclusionRetriedWhenRefusedNotWhenUnanswered) {
+  spec_.resilience.max_node_losses = 0;
+  const std::vector<std::string> once = {"requeue 7", "exclude 7 n2"};
+  play(1, "touch \"$RUN/lost-n2\"; exit 76");
+  slurm_.failing["exclude_nodes"] = Failure::kRefused;
+  EXPECT_EQ(run(), 0);
+  ASSERT_EQ(slurm_.calls.size(), 9u);
+  for (size_t i = 1; i < 9; ++i) EXPECT_EQ(slurm_.calls[i], "exclude 7 n2");
+  start_over();
+  slurm_.failing["exclude_nodes"] = Failure::kUnreachable;
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(slurm_.calls, once);
+}
+
+// sinfo refused or unanswered: the partition's size is unknown, and nothing is excluded (the job
+// might pend forever); the requeue goes ahead.
+TEST_F(Supervise, UnknownPartitionSizeExcludesNothing) {
+  spec_.resilience.max_node_losses = 0;
+  for (const auto how : {Failure::kRefused, Failure::kUnreachable}) {
+    start_over();
+    slurm_.failing["partitions"] = how;
+    play(1, "touch \"$RUN/lost-n2\"; exit 76");
+    EXPECT_EQ(run(), 0);
+    EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+    EXPECT_EQ(ledger().back()["reason"], "node_lost_requeued");
+    EXPECT_FALSE(ledger().back().contains("excluded"));
+  }
+  // The job's partition is found by its name (p: too small); without one (SLURM_JOB_PARTITION
+  // unset), the default partition counts (big).
+  slurm_.failing.clear();
+  slurm_.partition_list.clear();
+  slurm_.add_partition("p", 4);
+  slurm_.add_partition("big", 8, /*is_default=*/true);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"p", {"requeue 7"}}, {"", {"requeue 7", "exclude 7 n2"}}};
+  for (const auto& [partition, calls] : cases) {
+    partition_ = partition;
+    start_over();
+    EXPECT_EQ(run(), 0);
+    EXPECT_EQ(slurm_.calls, calls) << "partition '" << partition << "'";
+  }
+}
+
+// The step's ids unknown (squeue unanswered): the lost node's step is still stopped, by killing
+// srun 3 s later, and the node replaced.
+TEST_F(Supervise, UnknownStepIdsStillStopTheStep) {
+  slurm_.failing["step_ids"] = Failure::kUnreachable;
+  play(1, "touch \"$RUN/lost-n2\"; sleep 30");
+  play(2, "rm -f \"$RUN/lost-n2\"; exit 0");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0]["reason"], "node_lost");
+  EXPECT_EQ(l[0]["exit_status"], 137);
+  EXPECT_EQ(l[1]["reason"], "completed");
+  EXPECT_TRUE(slurm_.calls.empty()) << "a step killed through Slurm";
+}
+
+// The job's state unknown (squeue refused or unanswered) counts as still running: the attempt
+// ends as its step did.
+TEST_F(Supervise, UnknownJobStateCountsAsRunning) {
+  slurm_.state = "COMPLETING";
+  for (const auto how : {Failure::kRefused, Failure::kUnreachable}) {
+    slurm_.failing["query"] = how;
+    test::fs::remove(dir_ / "run" / "srun.count");
+    play(1, "exit 0");
+    EXPECT_EQ(run(), 0);
+    EXPECT_EQ(ledger().back()["reason"], "completed");
+  }
 }
 
 TEST_F(Supervise, SetupFailureLine) {
