@@ -8,8 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "common/time.hpp"
 #include "common/error.hpp"
+#include "common/time.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::data {
@@ -150,29 +150,30 @@ Loader::~Loader() { stop_workers(); }
 
 void Loader::stop_workers() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(queue_.mu);
+    queue_.stop = true;
   }
-  work_cv_.notify_all();
+  queue_.work_cv.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
-  std::lock_guard<std::mutex> lock(mu_);
-  stop_ = false;
-  ready_.clear();
-  error_ = nullptr;
+  std::lock_guard<std::mutex> lock(queue_.mu);
+  queue_.stop = false;
+  queue_.ready.clear();
+  queue_.error = nullptr;
 }
 
 void Loader::start_epoch(int64_t epoch, int64_t consumed) {
   stop_workers();
-  plan_ = plan_shard(source_->size(), config_.seed, epoch, config_.shuffle, config_.tail,
-                     config_.world_size, config_.rank, consumed);
-  epoch_ = epoch;
-  consumed_ = consumed;
+  epoch_.plan = plan_shard(source_->size(), config_.seed, epoch, config_.shuffle, config_.tail,
+                           config_.world_size, config_.rank, consumed);
+  epoch_.epoch = epoch;
+  epoch_.consumed = consumed;
   const int64_t b = config_.batch_size;
-  num_batches_ = config_.drop_last_batch ? plan_.per_rank / b : (plan_.per_rank + b - 1) / b;
-  next_claim_ = 0;
-  next_deliver_ = 0;
-  next_hint_ = 0;
+  epoch_.num_batches =
+      config_.drop_last_batch ? epoch_.plan.per_rank / b : (epoch_.plan.per_rank + b - 1) / b;
+  queue_.next_claim = 0;
+  queue_.next_deliver = 0;
+  queue_.next_hint = 0;
   for (int64_t i = 0; i < config_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
 
@@ -183,44 +184,45 @@ void Loader::worker_loop() {
     int64_t k = 0;
     std::pair<int64_t, int64_t> hints;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] {
-        return stop_ || (next_claim_ < num_batches_ && next_claim_ < next_deliver_ + ahead);
+      std::unique_lock<std::mutex> lock(queue_.mu);
+      queue_.work_cv.wait(lock, [&] {
+        return queue_.stop || (queue_.next_claim < epoch_.num_batches &&
+                               queue_.next_claim < queue_.next_deliver + ahead);
       });
-      if (stop_) return;
-      k = next_claim_++;
+      if (queue_.stop) return;
+      k = queue_.next_claim++;
       hints = claim_hints(k);
     }
     LoaderStats local;
     try {
       hint_batches(hints);
       Batch batch = produce(k, staging, local);
-      std::lock_guard<std::mutex> lock(mu_);
-      ready_.emplace(k, std::move(batch));
-      stats_.read_s += local.read_s;
-      stats_.transform_s += local.transform_s;
-      stats_.samples += local.samples;
-      stats_.corrupt_samples += local.corrupt_samples;
-      stats_.batches += 1;
+      std::lock_guard<std::mutex> lock(queue_.mu);
+      queue_.ready.emplace(k, std::move(batch));
+      queue_.stats.read_s += local.read_s;
+      queue_.stats.transform_s += local.transform_s;
+      queue_.stats.samples += local.samples;
+      queue_.stats.corrupt_samples += local.corrupt_samples;
+      queue_.stats.batches += 1;
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) error_ = std::current_exception();
+      std::lock_guard<std::mutex> lock(queue_.mu);
+      if (!queue_.error) queue_.error = std::current_exception();
     }
-    ready_cv_.notify_all();
+    queue_.ready_cv.notify_all();
   }
 }
 
 Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& stats) {
   const int64_t b = config_.batch_size;
   const int64_t begin = k * b;
-  const int64_t end = std::min(begin + b, plan_.per_rank);
+  const int64_t end = std::min(begin + b, epoch_.plan.per_rank);
   const int64_t n = end - begin;
   const DatasetInfo& info = source_->info();
   const auto sb = static_cast<size_t>(info.sample_bytes());
   const size_t out_sb = transform_.sample_output_bytes();
 
   Batch batch;
-  batch.epoch = epoch_;
+  batch.epoch = epoch_.epoch;
   batch.index = k;
   batch.size = n;
   batch.channels = transform_.channels();
@@ -228,7 +230,7 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   batch.width = transform_.out_width();
   batch.layout = config_.transform.layout;
   batch.output = config_.transform.output;
-  batch.samples.assign(plan_.indices.begin() + begin, plan_.indices.begin() + end);
+  batch.samples.assign(epoch_.plan.indices.begin() + begin, epoch_.plan.indices.begin() + end);
   batch.labels.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     batch.labels[static_cast<size_t>(i)] =
@@ -252,7 +254,7 @@ Batch Loader::produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& sta
   t0 = std::chrono::steady_clock::now();
   auto* out = static_cast<uint8_t*>(batch.data_);
   for (int64_t i = 0; i < n; ++i) {
-    transform_.apply(staging.data() + static_cast<size_t>(i) * sb, config_.seed, epoch_,
+    transform_.apply(staging.data() + static_cast<size_t>(i) * sb, config_.seed, epoch_.epoch,
                      batch.samples[static_cast<size_t>(i)], out + static_cast<size_t>(i) * out_sb);
   }
   stats.transform_s += seconds_since(t0);
@@ -277,7 +279,7 @@ void Loader::decode_batch(Batch& batch, uint8_t* out, LoaderStats& stats) {
     const int64_t sample = batch.samples[at];
     try {
       transform_.apply_jpeg(bytes.data() + starts[at], starts[at + 1] - starts[at], config_.seed,
-                            epoch_, sample, out + at * out_sb);
+                            epoch_.epoch, sample, out + at * out_sb);
       if (good < 0) good = i;
     } catch (const JpegError& e) {
       const std::string what = source_->sample_name(sample) + ": " + e.message();
@@ -308,9 +310,9 @@ void Loader::decode_batch(Batch& batch, uint8_t* out, LoaderStats& stats) {
 
 std::pair<int64_t, int64_t> Loader::claim_hints(int64_t k) {
   if (!config_.readahead) return {0, 0};
-  const int64_t first = std::max(next_hint_, k);
-  const int64_t last = std::min(num_batches_, k + 1 + config_.readahead_batches);
-  next_hint_ = std::max(next_hint_, last);
+  const int64_t first = std::max(queue_.next_hint, k);
+  const int64_t last = std::min(epoch_.num_batches, k + 1 + config_.readahead_batches);
+  queue_.next_hint = std::max(queue_.next_hint, last);
   return {first, std::max(first, last)};
 }
 
@@ -318,49 +320,50 @@ void Loader::hint_batches(std::pair<int64_t, int64_t> range) const {
   const int64_t b = config_.batch_size;
   for (int64_t k = range.first; k < range.second; ++k) {
     const int64_t begin = k * b;
-    const int64_t end = std::min(begin + b, plan_.per_rank);
-    if (begin < end) source_->will_need_samples(plan_.indices.data() + begin, end - begin);
+    const int64_t end = std::min(begin + b, epoch_.plan.per_rank);
+    if (begin < end) source_->will_need_samples(epoch_.plan.indices.data() + begin, end - begin);
   }
 }
 
 std::optional<Batch> Loader::next() {
-  if (next_deliver_ >= num_batches_) return std::nullopt;
+  if (queue_.next_deliver >= epoch_.num_batches) return std::nullopt;
   Batch batch;
   if (config_.workers == 0) {
     std::vector<uint8_t>& staging = sync_staging_;
     LoaderStats local;
     std::pair<int64_t, int64_t> hints;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      hints = claim_hints(next_deliver_);
+      std::lock_guard<std::mutex> lock(queue_.mu);
+      hints = claim_hints(queue_.next_deliver);
     }
     hint_batches(hints);
-    batch = produce(next_deliver_, staging, local);
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.read_s += local.read_s;
-    stats_.transform_s += local.transform_s;
-    stats_.samples += local.samples;
-    stats_.corrupt_samples += local.corrupt_samples;
-    stats_.batches += 1;
-    ++next_deliver_;
+    batch = produce(queue_.next_deliver, staging, local);
+    std::lock_guard<std::mutex> lock(queue_.mu);
+    queue_.stats.read_s += local.read_s;
+    queue_.stats.transform_s += local.transform_s;
+    queue_.stats.samples += local.samples;
+    queue_.stats.corrupt_samples += local.corrupt_samples;
+    queue_.stats.batches += 1;
+    ++queue_.next_deliver;
   } else {
-    std::unique_lock<std::mutex> lock(mu_);
-    ready_cv_.wait(lock, [&] { return error_ || ready_.count(next_deliver_) > 0; });
-    auto it = ready_.find(next_deliver_);
-    if (it == ready_.end()) std::rethrow_exception(error_);
+    std::unique_lock<std::mutex> lock(queue_.mu);
+    queue_.ready_cv.wait(
+        lock, [&] { return queue_.error || queue_.ready.count(queue_.next_deliver) > 0; });
+    auto it = queue_.ready.find(queue_.next_deliver);
+    if (it == queue_.ready.end()) std::rethrow_exception(queue_.error);
     batch = std::move(it->second);
-    ready_.erase(it);
-    ++next_deliver_;
+    queue_.ready.erase(it);
+    ++queue_.next_deliver;
     lock.unlock();
-    work_cv_.notify_all();
+    queue_.work_cv.notify_all();
   }
-  consumed_ += batch.size * config_.world_size;
+  epoch_.consumed += batch.size * config_.world_size;
   return batch;
 }
 
 LoaderStats Loader::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  std::lock_guard<std::mutex> lock(queue_.mu);
+  return queue_.stats;
 }
 
 }  // namespace hpctrain::data

@@ -137,9 +137,9 @@ class Loader {
   // The next batch, or nullopt at the end of the epoch. Rethrows a worker's error.
   std::optional<Batch> next();
 
-  LoaderState state() const { return {epoch_, consumed_}; }
+  LoaderState state() const { return {epoch_.epoch, epoch_.consumed}; }
   // Batches this rank yields in the current epoch from its start position.
-  int64_t num_batches() const { return num_batches_; }
+  int64_t num_batches() const { return epoch_.num_batches; }
   const Transform& transform() const { return transform_; }
   LoaderStats stats() const;
 
@@ -149,29 +149,36 @@ class Loader {
   Batch produce(int64_t k, std::vector<uint8_t>& staging, LoaderStats& stats);
   // The transform of an encoded batch's samples into `out`; corrupt samples per skip_corrupt.
   void decode_batch(Batch& batch, uint8_t* out, LoaderStats& stats);
-  // Batches to hint when batch k is claimed, [first, second); call with mu_ held.
+  // Batches to hint when batch k is claimed, [first, second); call with queue_.mu held.
   std::pair<int64_t, int64_t> claim_hints(int64_t k);
   void hint_batches(std::pair<int64_t, int64_t> range) const;
+
+  // The epoch being read: where it stands and this rank's shard of it.
+  struct EpochState {
+    int64_t epoch = 0;
+    int64_t consumed = 0;
+    ShardPlan plan;
+    int64_t num_batches = 0;
+  };
+  // What the workers and next() share, under `mu`.
+  struct WorkQueue {
+    mutable std::mutex mu;
+    std::condition_variable work_cv, ready_cv;
+    int64_t next_claim = 0;    // next batch number a worker may take
+    int64_t next_deliver = 0;  // next batch number next() returns
+    int64_t next_hint = 0;     // batches before this one have been hinted
+    std::map<int64_t, Batch> ready;
+    std::exception_ptr error;
+    bool stop = false;
+    LoaderStats stats;
+  };
 
   std::shared_ptr<const ImageSource> source_;
   LoaderConfig config_;
   Transform transform_;
   std::shared_ptr<BufferPool> pool_;
-
-  int64_t epoch_ = 0;
-  int64_t consumed_ = 0;
-  ShardPlan plan_;
-  int64_t num_batches_ = 0;
-
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_, ready_cv_;
-  int64_t next_claim_ = 0;    // next batch number a worker may take
-  int64_t next_deliver_ = 0;  // next batch number next() returns
-  int64_t next_hint_ = 0;     // batches before this one have been hinted
-  std::map<int64_t, Batch> ready_;
-  std::exception_ptr error_;
-  bool stop_ = false;
-  LoaderStats stats_;
+  EpochState epoch_;
+  WorkQueue queue_;
   std::vector<uint8_t> sync_staging_;  // workers == 0
   std::vector<std::thread> threads_;
 };
