@@ -66,7 +66,8 @@ int run_supervisor(const SuperviseArgs& args) {
   // Queries get 10 s: the supervisor asks them while a step stops or the job ends.
   const auto client = slurm::make_command_client(
       {std::chrono::milliseconds(60000), std::chrono::milliseconds(10000)});
-  return step::supervise(context, spec, *client);
+  return step::supervise(context, step::supervisor_options_from_spec(spec, context.spec_file),
+                         *client);
 }
 
 }  // namespace

@@ -75,14 +75,43 @@ void copy_loss(const records::Attempt& from, records::Attempt& to) {
 using records::Cause;
 using Dead = Unanswered;  // (node, cause)
 
+// The allocation's nodes as the supervisor watches them.
+struct NodeWatch {
+  Nodes allocation;  // the job's nodes by name (empty: unknown, nothing is watched)
+  Nodes training;    // the nodes the current srun step trains on
+  Nodes lost;        // lost (or avoided) in this attempt
+  Nodes exclude;     // lost in this job: what a requeue excludes
+  Nodes avoided;     // lost in an earlier attempt, kept out of this one
+  bool watching = false;
+  int port = 0;  // slurmd's
+};
+
+// The srun step running now (0, 1, ... within the job attempt).
+struct SrunStep {
+  int64_t index = 0;
+  int64_t world = 0;     // its ranks
+  std::string started;   // UTC
+  std::string nodelist;  // as the ledger writes it
+};
+
+// A node loss as it is found and recorded.
+struct LossState {
+  int64_t count = 0;  // node losses in this attempt
+  Dead dead;          // the nodes found lost in the current srun step
+  int64_t detected_ms = 0, stopped_ms = 0;
+  std::string suspect_text;                 // the workers' verdict's message
+  std::optional<records::Attempt> pending;  // a node_lost line waiting for its recovery time
+  records::Attempt fields;                  // the loss fields of the last loss
+};
+
 class Supervisor {
  public:
-  Supervisor(const AttemptContext& c, const spec::Spec& spec, slurm::SlurmClient& slurm,
+  Supervisor(const AttemptContext& c, const SupervisorOptions& options, slurm::SlurmClient& slurm,
              const NodeProbe& probe)
-      : c_(c), spec_(spec), k_(knobs_from_spec(spec)), slurm_(slurm), probe_(probe) {
-    step_started_ = c.started;
-    step_list_ = c.nodes;
-    world_ = k_.train_nodes * k_.tasks_per_node;
+      : c_(c), k_(options.knobs), srun_argv_(options.srun_argv), slurm_(slurm), probe_(probe) {
+    srun_.started = c.started;
+    srun_.nodelist = c.nodes;
+    srun_.world = k_.train_nodes * k_.tasks_per_node;
   }
 
   int run() {
@@ -95,21 +124,21 @@ class Supervisor {
   }
 
  private:
-  std::string tag() const { return std::to_string(c_.restart) + "." + std::to_string(step_index_); }
+  std::string tag() const { return std::to_string(c_.restart) + "." + std::to_string(srun_.index); }
 
   records::Attempt line(int status, records::Reason reason) const {
     records::Attempt a;
     a.job_id = c_.job;
     a.array_task_id = c_.array_task;
     a.restart = c_.restart;
-    a.nodes = step_list_;
-    a.start = step_started_;
+    a.nodes = srun_.nodelist;
+    a.start = srun_.started;
     a.end = utc_now();
     a.exit_status = status;
     a.reason = reason;
     a.last_step = run::last_committed_step(c_.task_dir);
-    a.step = step_index_;
-    a.world_size = world_;
+    a.step = srun_.index;
+    a.world_size = srun_.world;
     return a;
   }
 
@@ -129,21 +158,13 @@ class Supervisor {
   void flush_loss(std::optional<double> recover_s);
 
   const AttemptContext& c_;
-  const spec::Spec& spec_;
   Knobs k_;
+  SrunArgv srun_argv_;
   slurm::SlurmClient& slurm_;
   const NodeProbe& probe_;
-
-  Nodes allocation_, step_nodes_, lost_, exclude_, avoided_;
-  bool watching_ = false;
-  int port_ = 0;
-  int64_t step_index_ = 0, world_ = 0, losses_ = 0;
-  std::string step_started_, step_list_;
-  Dead dead_;
-  int64_t detected_ms_ = 0, stopped_ms_ = 0;
-  std::string suspect_text_;
-  std::optional<records::Attempt> pending_loss_;
-  records::Attempt loss_;  // the loss fields of the last loss
+  NodeWatch nodes_;
+  SrunStep srun_;
+  LossState loss_;
   int status_ = 0;
 };
 
@@ -152,52 +173,55 @@ class Supervisor {
 // (scontrol missing) the step runs on the whole allocation and nothing is watched.
 void Supervisor::watch_nodes() {
   if (c_.nodes != "?") {
-    allocation_ = or_unknown([&] { return slurm_.hostnames(c_.nodes); }, Nodes());
+    nodes_.allocation = or_unknown([&] { return slurm_.hostnames(c_.nodes); }, Nodes());
   }
-  for (const auto& n : allocation_) {
+  for (const auto& n : nodes_.allocation) {
     if (!is_node_name(n)) {
-      allocation_.clear();
+      nodes_.allocation.clear();
       break;
     }
   }
   const auto port = or_unknown([&] { return slurm_.slurmd_port(); }, std::optional<int>());
-  if (port) port_ = *port;
-  watching_ = static_cast<int64_t>(allocation_.size()) >= k_.train_nodes && port_ > 0;
+  if (port) nodes_.port = *port;
+  nodes_.watching =
+      static_cast<int64_t>(nodes_.allocation.size()) >= k_.train_nodes && nodes_.port > 0;
   // Nodes lost in earlier attempts of this job, when Slurm placed this one on them again.
-  exclude_ = earlier_lost(records::read_attempts(c_.task_dir), c_.job);
-  if (watching_ && !exclude_.empty()) {
-    const auto a = avoid_earlier(allocation_, exclude_, k_);
+  nodes_.exclude = earlier_lost(records::read_attempts(c_.task_dir), c_.job);
+  if (nodes_.watching && !nodes_.exclude.empty()) {
+    const auto a = avoid_earlier(nodes_.allocation, nodes_.exclude, k_);
     if (!a.message.empty()) (a.to_stderr ? warn : say)(a.message);
-    avoided_ = a.avoided;
-    lost_.insert(lost_.end(), avoided_.begin(), avoided_.end());
+    nodes_.avoided = a.avoided;
+    nodes_.lost.insert(nodes_.lost.end(), nodes_.avoided.begin(), nodes_.avoided.end());
   }
-  if (!watching_) return;
-  step_nodes_ = choose_nodes(step_nodes_, allocation_, lost_, c_.batch_host, k_.train_nodes);
+  if (!nodes_.watching) return;
+  nodes_.training =
+      choose_nodes(nodes_.training, nodes_.allocation, nodes_.lost, c_.batch_host, k_.train_nodes);
   // The probe must work before it can be believed: a site whose nodes cannot reach each other's
   // slurmd port gets the workers' heartbeat alone (and the requeue), not a false alarm a second.
   const auto dead = confirmed_dead();
   if (!dead.empty()) {
-    warn("hpctrain: slurmd on " + dead.front().first + " (port " + std::to_string(port_) +
+    warn("hpctrain: slurmd on " + dead.front().first + " (port " + std::to_string(nodes_.port) +
          ") does not answer this node; node loss is not watched in this attempt "
          "(docs/resilience.md)");
-    watching_ = false;
+    nodes_.watching = false;
   }
 }
 
 void Supervisor::run_steps() {
   while (true) {
-    step_started_ = utc_now();
+    srun_.started = utc_now();
     render::StepShape shape{k_.train_nodes, "", false};
-    if (watching_) {
-      shape = {static_cast<int64_t>(step_nodes_.size()), join(step_nodes_), step_index_ > 0};
-      step_list_ = shape.nodelist;
+    if (nodes_.watching) {
+      shape = {static_cast<int64_t>(nodes_.training.size()), join(nodes_.training),
+               srun_.index > 0};
+      srun_.nodelist = shape.nodelist;
     }
-    world_ = shape.nodes * k_.tasks_per_node;
-    if (step_index_ > 0) {
-      say("hpctrain: step " + std::to_string(step_index_) + " on " + step_list_ + " (" +
-          std::to_string(world_) + " ranks)");
+    srun_.world = shape.nodes * k_.tasks_per_node;
+    if (srun_.index > 0) {
+      say("hpctrain: step " + std::to_string(srun_.index) + " on " + srun_.nodelist + " (" +
+          std::to_string(srun_.world) + " ranks)");
     }
-    dead_.clear();
+    loss_.dead.clear();
     if (terminated()) {
       // TERM came before this step started (during the setup or a fence): none is started.
       status_ = 143;
@@ -205,15 +229,15 @@ void Supervisor::run_steps() {
     }
     common::ProcessOptions options;
     options.env = common::environment_with(
-        {"HPCTRAIN_STEP_TAG=" + tag(), "HPCTRAIN_WORLD_SIZE=" + std::to_string(world_)});
-    const auto argv = render::srun_argv(spec_, c_.spec_file, shape);
+        {"HPCTRAIN_STEP_TAG=" + tag(), "HPCTRAIN_WORLD_SIZE=" + std::to_string(srun_.world)});
+    const auto argv = srun_argv_(shape);
     common::Process srun(argv, options);
     if (!srun.started()) warn("hpctrain: cannot run " + argv[0] + ": " + srun.error());
     const int status = watch_step(srun);
     look_again(status);
     flush_loss(std::nullopt);
     status_ = status;
-    if (dead_.empty() || !handle_loss(status)) return;
+    if (loss_.dead.empty() || !handle_loss(status)) return;
   }
 }
 
@@ -234,12 +258,12 @@ int Supervisor::watch_step(common::Process& srun) {
       stop_step(srun);
       break;
     }
-    if (!watching_ || terminated()) continue;
-    dead_ = confirmed_dead();
-    if (!dead_.empty()) {
-      detected_ms_ = unix_time_ms();
+    if (!nodes_.watching || terminated()) continue;
+    loss_.dead = confirmed_dead();
+    if (!loss_.dead.empty()) {
+      loss_.detected_ms = unix_time_ms();
       stop_step(srun);
-      stopped_ms_ = unix_time_ms();
+      loss_.stopped_ms = unix_time_ms();
       break;
     }
   }
@@ -251,88 +275,90 @@ int Supervisor::watch_step(common::Process& srun) {
 // (evicted). Such a node is replaced as a lost one, without a fence: its ranks ended with the step.
 void Supervisor::look_again(int status) {
   const auto failed = [&] {
-    return watching_ && !terminated() && dead_.empty() && status != 0 && status != kExitRequeue;
+    return nodes_.watching && !terminated() && loss_.dead.empty() && status != 0 &&
+           status != kExitRequeue;
   };
   if (failed()) {
-    dead_ = confirmed_dead();
-    if (!dead_.empty()) detected_ms_ = stopped_ms_ = unix_time_ms();
+    loss_.dead = confirmed_dead();
+    if (!loss_.dead.empty()) loss_.detected_ms = loss_.stopped_ms = unix_time_ms();
   }
   if (!failed()) return;
   const auto v = find_verdict(records::read_metrics_tail(c_.task_dir).records, tag());
   if (!v) return;
   for (const auto& host : v->hosts) {
-    const auto node = node_of_host(host, step_nodes_);
+    const auto node = node_of_host(host, nodes_.training);
     if (!node) {
       warn("hpctrain: the " + std::string(records::name_of(v->kind)) + " verdict names host " +
-           host + ", none of the step's nodes (" + join(step_nodes_) + "): not replaced");
-    } else if (std::none_of(dead_.begin(), dead_.end(),
+           host + ", none of the step's nodes (" + join(nodes_.training) + "): not replaced");
+    } else if (std::none_of(loss_.dead.begin(), loss_.dead.end(),
                             [&](const auto& d) { return d.first == *node; })) {
-      dead_.emplace_back(*node,
-                         v->kind == records::MetricsKind::kHang ? Cause::kHang : Cause::kStraggler);
+      loss_.dead.emplace_back(
+          *node, v->kind == records::MetricsKind::kHang ? Cause::kHang : Cause::kStraggler);
     }
   }
-  if (dead_.empty()) return;
-  detected_ms_ =
+  if (loss_.dead.empty()) return;
+  loss_.detected_ms =
       v->wall_time > 0 ? static_cast<int64_t>(std::llround(v->wall_time * 1000)) : unix_time_ms();
-  suspect_text_ = v->message;
-  stopped_ms_ = unix_time_ms();
+  loss_.suspect_text = v->message;
+  loss_.stopped_ms = unix_time_ms();
 }
 
 // A node is lost: replace it (or shrink) and go on in this allocation; false when the job must
 // end (requeue) instead.
 bool Supervisor::handle_loss(int status) {
   Nodes newly;
-  for (const auto& [node, cause] : dead_) newly.push_back(node);
-  lost_.insert(lost_.end(), newly.begin(), newly.end());
-  ++losses_;
-  const auto& [first, cause] = dead_.front();
-  loss_ = {};
-  loss_.cause = cause;
+  for (const auto& [node, cause] : loss_.dead) newly.push_back(node);
+  nodes_.lost.insert(nodes_.lost.end(), newly.begin(), newly.end());
+  ++loss_.count;
+  const auto& [first, cause] = loss_.dead.front();
+  loss_.fields = {};
+  loss_.fields.cause = cause;
   switch (cause) {
     case Cause::kSilent:
-      loss_.detected_by = "no answer from slurmd on " + first + " within 2 s";
+      loss_.fields.detected_by = "no answer from slurmd on " + first + " within 2 s";
       break;
     case Cause::kHang:
-      loss_.detected_by = "hang watchdog: " + suspect_text_;
+      loss_.fields.detected_by = "hang watchdog: " + loss_.suspect_text;
       break;
     case Cause::kStraggler:
-      loss_.detected_by = "evicted, " + suspect_text_;
+      loss_.fields.detected_by = "evicted, " + loss_.suspect_text;
       break;
     case Cause::kRefused:
-      loss_.detected_by = "slurmd on " + first + " refused the connection";
+      loss_.fields.detected_by = "slurmd on " + first + " refused the connection";
       break;
   }
-  const Nodes old_nodes = step_nodes_;
-  if (k_.policy != spec::OnNodeLoss::kRequeue && losses_ <= k_.max_node_losses) {
-    step_nodes_ = choose_nodes(step_nodes_, allocation_, lost_, c_.batch_host, k_.train_nodes);
+  const Nodes old_nodes = nodes_.training;
+  if (k_.policy != spec::OnNodeLoss::kRequeue && loss_.count <= k_.max_node_losses) {
+    nodes_.training = choose_nodes(nodes_.training, nodes_.allocation, nodes_.lost, c_.batch_host,
+                                   k_.train_nodes);
   }
-  const bool recovering = recovers(k_, losses_, step_nodes_.size());
+  const bool recovering = recovers(k_, loss_.count, nodes_.training.size());
   Nodes added;
-  for (const auto& n : step_nodes_) {
+  for (const auto& n : nodes_.training) {
     if (!contains(old_nodes, n)) added.push_back(n);
   }
-  loss_.lost_nodes = join(newly);
-  loss_.added_nodes = recovering ? join(added) : "";
-  loss_.detected = utc_ms(detected_ms_);
-  const double stop_s = (stopped_ms_ - detected_ms_) / 1000.0;
-  loss_.stop_s = tenths(stop_s);
-  say("hpctrain: node lost: " + loss_.lost_nodes + " (" + loss_.detected_by +
+  loss_.fields.lost_nodes = join(newly);
+  loss_.fields.added_nodes = recovering ? join(added) : "";
+  loss_.fields.detected = utc_ms(loss_.detected_ms);
+  const double stop_s = (loss_.stopped_ms - loss_.detected_ms) / 1000.0;
+  loss_.fields.stop_s = tenths(stop_s);
+  say("hpctrain: node lost: " + loss_.fields.lost_nodes + " (" + loss_.fields.detected_by +
       "); step stopped in " + tenths_text(stop_s) + " s");
-  step_list_ = join(old_nodes);
+  srun_.nodelist = join(old_nodes);
   if (!recovering) {
     status_ = kExitPeerLost;
     return false;
   }
   // The line waits for the recovery time (flush_loss), describing the step that ended.
-  pending_loss_ = line(status, records::Reason::kNodeLost);
-  copy_loss(loss_, *pending_loss_);
-  ++step_index_;
+  loss_.pending = line(status, records::Reason::kNodeLost);
+  copy_loss(loss_.fields, *loss_.pending);
+  ++srun_.index;
   // Fence: ranks on a node nobody can reach (cut off, not dead) stop themselves within the
   // heartbeat timeout, rank 0 a beat later; none of them may still write to the run directory
   // when the new step starts.
-  for (const auto& [node, why] : dead_) {
+  for (const auto& [node, why] : loss_.dead) {
     if (why != Cause::kSilent) continue;
-    const int64_t fence_ms = detected_ms_ + (k_.heartbeat_timeout_s + 5) * 1000;
+    const int64_t fence_ms = loss_.detected_ms + (k_.heartbeat_timeout_s + 5) * 1000;
     while (unix_time_ms() < fence_ms && !terminated()) pause_for(milliseconds(500));
     break;
   }
@@ -343,14 +369,14 @@ bool Supervisor::handle_loss(int status) {
 // misses one deadline, or restarts, is not a lost node).
 Dead Supervisor::confirmed_dead() {
   Nodes others;
-  for (const auto& n : step_nodes_) {
+  for (const auto& n : nodes_.training) {
     if (n != c_.batch_host) others.push_back(n);
   }
   if (others.empty()) return {};
-  const auto first = probe_(others, port_, milliseconds(2000));
+  const auto first = probe_(others, nodes_.port, milliseconds(2000));
   if (first.empty()) return {};
   pause_for(milliseconds(500));
-  const auto again = probe_(others, port_, milliseconds(2000));
+  const auto again = probe_(others, nodes_.port, milliseconds(2000));
   Dead out;
   for (const auto& [node, cause] : first) {
     for (const auto& second : again) {
@@ -373,31 +399,31 @@ void Supervisor::stop_step(common::Process& srun) {
 // rank 0 says it took its first step (a "started" record with the step's tag), or the new step
 // ends without it.
 void Supervisor::check_recovered() {
-  if (!pending_loss_) return;
+  if (!loss_.pending) return;
   if (const auto wall = find_started(records::read_metrics_tail(c_.task_dir).records, tag())) {
-    flush_loss(tenths(*wall - detected_ms_ / 1000.0));
+    flush_loss(tenths(*wall - loss_.detected_ms / 1000.0));
   }
 }
 
 void Supervisor::flush_loss(std::optional<double> recover_s) {
-  if (!pending_loss_) return;
-  pending_loss_->recover_s = recover_s;
-  records::append_attempt(c_.task_dir, *pending_loss_);
-  pending_loss_.reset();
+  if (!loss_.pending) return;
+  loss_.pending->recover_s = recover_s;
+  records::append_attempt(c_.task_dir, *loss_.pending);
+  loss_.pending.reset();
 }
 
 // Whether the job's ExcNodeList may take every node this job lost: asked before scontrol
 // requeue, whose TERM ends what runs after it.
 bool Supervisor::exclusion_allowed() {
-  if (exclude_.empty()) return false;
+  if (nodes_.exclude.empty()) return false;
   const auto partitions =
       or_unknown([&] { return slurm_.partitions(); }, std::vector<slurm::PartitionInfo>());
   const auto* partition = slurm::find_partition(
       partitions, c_.partition.empty() ? std::nullopt : std::optional<std::string>(c_.partition));
   const int64_t total = partition ? partition->total_nodes() : 0;
-  const int64_t need = c_.job_nodes.value_or(static_cast<int64_t>(allocation_.size()));
-  if (exclusion_fits(total, exclude_.size(), need)) return true;
-  warn("hpctrain: not excluding " + join(exclude_) + " on requeue: partition " +
+  const int64_t need = c_.job_nodes.value_or(static_cast<int64_t>(nodes_.allocation.size()));
+  if (exclusion_fits(total, nodes_.exclude.size(), need)) return true;
+  warn("hpctrain: not excluding " + join(nodes_.exclude) + " on requeue: partition " +
        (c_.partition.empty() ? "?" : c_.partition) + " has " + std::to_string(total) +
        " nodes and the job needs " + std::to_string(need));
   return false;
@@ -407,7 +433,7 @@ bool Supervisor::exclusion_allowed() {
 // a pending job only) and this process lives on for KillWait with its TERM handled, sets
 // ExcNodeList to every node this job lost, so the next attempt is not placed there.
 void Supervisor::exclude_on_requeue() {
-  const std::string list = join(exclude_);
+  const std::string list = join(nodes_.exclude);
   for (int attempt = 0; attempt < 8; ++attempt) {
     try {
       slurm_.exclude_nodes(c_.job, list);
@@ -433,12 +459,8 @@ int Supervisor::finish() {
   }
   const auto ledger = records::read_attempts(c_.task_dir);
   const auto newest = run::last_committed_step(c_.task_dir);
-  Ending e{terminated(),
-           !dead_.empty(),
-           status_,
-           c_.restart,
-           consecutive_failures(ledger),
-           attempts_without_progress(ledger, newest)};
+  Ending e{terminated(), !loss_.dead.empty(),          status_,
+           c_.restart,   consecutive_failures(ledger), attempts_without_progress(ledger, newest)};
   const records::Reason reason = end_reason(k_, e);
   if (reason == records::Reason::kNoProgress) {
     warn("hpctrain: " + std::to_string(*e.stalled) +
@@ -449,16 +471,16 @@ int Supervisor::finish() {
   }
   records::Attempt a = line(status_, reason);
   if (!e.terminated && e.node_lost) {
-    copy_loss(loss_, a);
+    copy_loss(loss_.fields, a);
   }
   const bool requeueing = records::is_requeue(reason);
   // What the requeued job is to avoid: the nodes lost in this job, this attempt's included.
-  for (const auto& n : lost_) {
-    if (!contains(exclude_, n)) exclude_.push_back(n);
+  for (const auto& n : nodes_.lost) {
+    if (!contains(nodes_.exclude, n)) nodes_.exclude.push_back(n);
   }
   const bool excluding = requeueing && exclusion_allowed();
-  if (excluding) a.excluded = join(exclude_);
-  a.avoided = join(avoided_);
+  if (excluding) a.excluded = join(nodes_.exclude);
+  a.avoided = join(nodes_.avoided);
   records::append_attempt(c_.task_dir, a);
   say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
       std::string(records::name_of(reason)));
@@ -491,7 +513,7 @@ int Supervisor::requeue_or_chain(bool excluding) {
     return status_;
   }
   // The next link takes the nodes lost so far as --exclude: the same rule as ExcNodeList.
-  const std::string exclude = excluding ? join(exclude_) : std::string();
+  const std::string exclude = excluding ? join(nodes_.exclude) : std::string();
   std::string next;
   try {
     next = slurm_.submit(
@@ -511,9 +533,19 @@ int Supervisor::requeue_or_chain(bool excluding) {
 
 }  // namespace
 
-int supervise(const AttemptContext& context, const spec::Spec& spec, slurm::SlurmClient& slurm,
-              const NodeProbe& probe) {
-  return Supervisor(context, spec, slurm, probe).run();
+SupervisorOptions supervisor_options_from_spec(const spec::Spec& spec,
+                                               const std::string& spec_file) {
+  SupervisorOptions o;
+  o.knobs = knobs_from_spec(spec);
+  o.srun_argv = [spec, spec_file](const render::StepShape& shape) {
+    return render::srun_argv(spec, spec_file, shape);
+  };
+  return o;
+}
+
+int supervise(const AttemptContext& context, const SupervisorOptions& options,
+              slurm::SlurmClient& slurm, const NodeProbe& probe) {
+  return Supervisor(context, options, slurm, probe).run();
 }
 
 void record_setup_failure(const AttemptContext& c, int status, records::Reason reason,

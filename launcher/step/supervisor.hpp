@@ -11,9 +11,12 @@
 
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "render/render.hpp"
 #include "slurm/client.hpp"
 #include "step/decide.hpp"
 #include "step/node_probe.hpp"
@@ -41,13 +44,24 @@ AttemptContext context_from_env();
 // Set (to 1) by the TERM and INT handlers: scancel, the time limit or a requeue is ending the job.
 extern volatile std::sig_atomic_t g_terminated;
 
-// Runs the job attempt's steps to the end and returns the batch job's exit status (0 when it
+// What the supervisor needs of the spec: its knobs, and the srun command line of a step of a
+// given shape.
+using SrunArgv = std::function<std::vector<std::string>(const render::StepShape& shape)>;
+struct SupervisorOptions {
+  Knobs knobs;
+  SrunArgv srun_argv;
+};
+// `spec_file`: the frozen spec as the workers are to be given it (AttemptContext::spec_file).
+SupervisorOptions supervisor_options_from_spec(const spec::Spec& spec,
+                                               const std::string& spec_file);
+
+// Runs the job attempt's srun steps to the end and returns the batch job's exit status (0 when it
 // requeued the job). What Slurm does not answer (no controller) counts as unknown, as a refusal
 // does: no node is watched, none excluded, no step signalled through Slurm, and a job of unknown
 // state is taken as still running. A requeue that got no answer is not followed by a chain: it
 // may have taken effect, and two jobs would then run in the one run directory.
-int supervise(const AttemptContext& context, const spec::Spec& spec, slurm::SlurmClient& slurm,
-              const NodeProbe& probe = probe_slurmds);
+int supervise(const AttemptContext& context, const SupervisorOptions& options,
+              slurm::SlurmClient& slurm, const NodeProbe& probe = probe_slurmds);
 
 // Appends the ledger line of an attempt that ended before its first step (its set-up failed).
 void record_setup_failure(const AttemptContext& context, int status, records::Reason reason,

@@ -98,11 +98,12 @@ class Supervise : public ::testing::Test {
       c.job = "7_" + std::to_string(*array_task_);
       c.array_task = array_task_;
     }
-    return supervise(c, spec_, slurm_, [this](const Nodes& nodes, int port, auto) {
-      EXPECT_EQ(port, 6818);
-      ++probes_;
-      return probe_files(run_dir(), nodes);
-    });
+    return supervise(c, supervisor_options_from_spec(spec_, c.spec_file), slurm_,
+                     [this](const Nodes& nodes, int port, auto) {
+                       EXPECT_EQ(port, 6818);
+                       ++probes_;
+                       return probe_files(run_dir(), nodes);
+                     });
   }
   std::vector<nlohmann::json> ledger() const {
     std::vector<nlohmann::json> out;
@@ -439,7 +440,7 @@ TEST_F(Supervise, UnansweredRequeueSubmitsNoChain) {
   play(1, "exit 75");
   EXPECT_EQ(run(), kExitRequeue);
   EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
-  EXPECT_FALSE(run::last_submission(run_dir()));
+  EXPECT_FALSE(records::last_submission(run_dir()));
 }
 
 // ExcNodeList after the requeue: a refusal is asked again (8 times in all, as Slurm may not have
