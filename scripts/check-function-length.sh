@@ -2,6 +2,9 @@
 # Fails when a function in a C++ or Python file of the checkout (tracked, or new and not ignored)
 # is longer than 80 lines, from its first line to its last as lizard counts them, unless it is one
 # of the declarative tables allowed below. Split a long function into steps instead.
+# Then the structure rules of scripts/check_structure.py over the same C++ files: no class holds
+# more than 15 fields (compose it of parts), and no component under runtime/ or launcher/step/
+# takes or reads the job spec outside its *_from_spec adapter.
 # lizard is pinned in scripts/python-requirements.txt, which scripts/install-deps.sh installs into
 # .venv; HPCTRAIN_LIZARD names another lizard.
 set -euo pipefail
@@ -53,3 +56,7 @@ if (( ${#long[@]} )); then
   exit 1
 fi
 echo "check-function-length: ${#files[@]} files, no function over $max_lines lines"
+# The Python beside lizard has its module, which check_structure.py uses to find functions.
+python=$(dirname "$lizard")/python
+[[ -x $python ]] || python=python3
+"$python" scripts/check_structure.py "${files[@]}"

@@ -11,8 +11,8 @@
 #include <system_error>
 
 #include "common/error.hpp"
-#include "common/time.hpp"
 #include "common/host.hpp"
+#include "common/time.hpp"
 #include "tensorboard/compat/proto/event.pb.h"
 #include "tensorboard/record.hpp"
 
