@@ -16,7 +16,7 @@
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
 #include "common/process.hpp"
-#include "common/progress.hpp"
+#include "dist/progress.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::dist {

@@ -9,7 +9,7 @@
 // what happens next.
 //
 // The hang watchdog rides on the same beats: each rank publishes where its training stands
-// (common/progress.hpp: step, phase, a counter that moves on every phase change). When some
+// (dist/progress.hpp: step, phase, a counter that moves on every phase change). When some
 // rank's counter has not moved for the hang timeout, rank 0 names the ranks the others wait for
 // (those whose beats stopped too, as "silent"; else the furthest behind: lowest step, then
 // earliest phase), with their host, phase, step and seconds, and what the others are in; every
@@ -28,7 +28,7 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "common/progress.hpp"
+#include "dist/progress.hpp"
 
 namespace c10d {
 class Store;

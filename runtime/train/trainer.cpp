@@ -24,9 +24,9 @@
 
 #include "common/time.hpp"
 #include "common/error.hpp"
-#include "common/progress.hpp"
 #include "common/run_layout.hpp"
 #include "dist/grad_sync.hpp"
+#include "dist/progress.hpp"
 #include "model/model.hpp"
 #include "model/weights.hpp"
 #include "preempt/signals.hpp"

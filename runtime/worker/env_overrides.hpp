@@ -33,7 +33,7 @@ struct UserSettings {
 
 struct TestPlants {
   // HPCTRAIN_TEST_STALL: RANK:STEP:PHASE:SECONDS or @HOST:...: a stall planted in training
-  // (common/progress.hpp parses and plants it once the rank is known).
+  // (dist/progress.hpp parses and plants it once the rank is known).
   std::string stall;
   // HPCTRAIN_TRACE_SAMPLES=PATH: each rank appends every batch's epoch, step and samples to
   // PATH.rank-R, PATH.TAG.rank-R with a step tag (train::TrainOptions::trace_samples); empty: off.

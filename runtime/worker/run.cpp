@@ -12,9 +12,9 @@
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
-#include "common/progress.hpp"
 #include "dist/launch.hpp"
 #include "dist/process_group.hpp"
+#include "dist/progress.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"
 #include "train/metrics.hpp"
@@ -113,7 +113,7 @@ void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
   }
 }
 
-// Tests: a stall planted in one rank's training (common/progress.hpp).
+// Tests: a stall planted in one rank's training (dist/progress.hpp).
 void plant_stall(const TestPlants& test, dist::ProcessGroup& group) {
   if (test.stall.empty()) return;
   try {
