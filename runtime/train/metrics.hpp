@@ -29,7 +29,7 @@ class MetricsLog {
 };
 
 // Appends a {"kind": KIND, "tag", "step", "ranks", "hosts", "message", "wall_time"} record to
-// RUN_DIR/metrics.jsonl: ranks that the batch script is to treat as lost, with their nodes
+// RUN_DIR/metrics.jsonl: ranks that the step supervisor is to treat as lost, with their nodes
 // ("hang": named by the hang watchdog; "evict": a straggler's node let go). Throws rt::Error.
 void write_suspects(const std::filesystem::path& run_dir, const std::string& kind,
                     const std::string& step_tag, int64_t step, const std::vector<int>& ranks,

@@ -34,9 +34,9 @@ struct TrainOptions {
   // TRACE.rank-R, or TRACE.TAG.rank-R with a step tag (HPCTRAIN_TRACE_SAMPLES in the worker);
   // empty: off.
   std::filesystem::path trace_samples;
-  // Which srun step of the batch script this is (HPCTRAIN_STEP_TAG): rank 0 writes a "started"
-  // record with it to metrics.jsonl after the process's first step, which is how the script
-  // times a recovery. Empty: the record has no tag.
+  // Which srun step of the job attempt this is (HPCTRAIN_STEP_TAG): rank 0 writes a "started"
+  // record with it to metrics.jsonl after the process's first step, which is how the step
+  // supervisor times a recovery. Empty: the record has no tag.
   std::string step_tag;
   // The host of every rank (the process group's), for the straggler line; empty: not named.
   std::vector<std::string> hosts;

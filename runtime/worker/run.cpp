@@ -86,8 +86,8 @@ void raise_open_file_limit(const dist::WorldInfo& world) {
   }
 }
 
-// The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the batch script shrank
-// the world around a lost node (HPCTRAIN_WORLD_SIZE, resilience.on_node_loss = "shrink").
+// The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the step supervisor
+// shrank the world around a lost node (HPCTRAIN_WORLD_SIZE, resilience.on_node_loss = "shrink").
 void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
                       std::optional<int64_t> shrunk) {
   int64_t expected = spec.job.world_size();
@@ -129,7 +129,7 @@ void plant_stall(const TestPlants& test, dist::ProcessGroup& group) {
 void start_heartbeat(const spec::Spec& spec, dist::ProcessGroup& group,
                      const std::filesystem::path& run_dir, const std::string& step_tag) {
   dist::HeartbeatOptions beat = dist::heartbeat_options_from_spec(spec);
-  // The hang in metrics.jsonl, for the batch script: it treats the named ranks' nodes as lost.
+  // The hang in metrics.jsonl, for the step supervisor: it treats the named ranks' nodes as lost.
   beat.on_hang = [run_dir, step_tag, hosts = group.hosts()](const std::vector<int>& named,
                                                             const std::string& message) {
     train::write_suspects(run_dir, "hang", step_tag, progress::snapshot().step, named, hosts,
@@ -171,8 +171,8 @@ int train_rank(const spec::Spec& spec, const dist::WorldInfo& world, dist::Proce
   const train::TrainResult result =
       train::train(spec, group.communicator(), train_options(run_dir, world, group, env));
   group.leave();
-  // Checkpointed to let a straggler's node go (the script replaces it), or after a stop signal
-  // or before the time limit (the script requeues the job).
+  // Checkpointed to let a straggler's node go (the step supervisor replaces it), or after a stop
+  // signal or before the time limit (the supervisor requeues the job).
   if (!result.evicted.empty()) return kExitEvict;
   return result.stopped ? kExitRequeue : kExitOk;
 }
