@@ -53,8 +53,7 @@ ConvertSummary convert_cifar10(const std::vector<std::string>& batch_files,
     HPCTRAIN_THROW(rt::DataError,
                    "cifar10: " + std::to_string(names.size()) + " class names, expected 10");
   }
-  data::DatasetWriter writer(output, n, kSide, kSide, /*channels=*/3, names,
-                             {options.chunk_images});
+  DatasetWriter writer(output, n, kSide, kSide, /*channels=*/3, names, {options.chunk_images});
   Progress progress(options.progress, "cifar10", n);
   BlockWriter out(writer, 3 * kPlane, /*block_images=*/1000, progress);
   std::vector<uint8_t> record(kRecord);

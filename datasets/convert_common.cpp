@@ -65,7 +65,7 @@ void InputFile::read(void* dst, size_t bytes, const char* what) {
   }
 }
 
-BlockWriter::BlockWriter(data::DatasetWriter& writer, int64_t sample_bytes, int64_t block_images,
+BlockWriter::BlockWriter(DatasetWriter& writer, int64_t sample_bytes, int64_t block_images,
                          Progress& progress)
     : writer_(writer),
       sample_bytes_(sample_bytes),
@@ -106,7 +106,7 @@ std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t n
   return counts;
 }
 
-ConvertSummary finish_conversion(data::DatasetWriter& writer, const std::string& output,
+ConvertSummary finish_conversion(DatasetWriter& writer, const std::string& output,
                                  const std::vector<int64_t>& labels,
                                  std::chrono::steady_clock::time_point started) {
   ConvertSummary s;

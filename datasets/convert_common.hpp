@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "convert.hpp"
-#include "data/format.hpp"
+#include "dataset_writer.hpp"
 #include "progress.hpp"
 
 namespace hpctrain::datasets {
@@ -39,7 +39,7 @@ class InputFile {
 // partial one) to the dataset in order, keeping every label for the summary.
 class BlockWriter {
  public:
-  BlockWriter(data::DatasetWriter& writer, int64_t sample_bytes, int64_t block_images,
+  BlockWriter(DatasetWriter& writer, int64_t sample_bytes, int64_t block_images,
               Progress& progress);
   // Where the next image goes (sample_bytes), until add().
   uint8_t* next_slot();
@@ -50,7 +50,7 @@ class BlockWriter {
   const std::vector<int64_t>& labels() const { return labels_; }
 
  private:
-  data::DatasetWriter& writer_;
+  DatasetWriter& writer_;
   int64_t sample_bytes_, block_images_;
   Progress& progress_;
   std::vector<uint8_t> block_;
@@ -67,7 +67,7 @@ bool is_image_file(const std::filesystem::path& p);
 std::vector<int64_t> count_classes(const std::vector<int64_t>& labels, int64_t num_classes);
 
 // Finishes `writer` (statistics, close) and makes the summary every converter returns.
-ConvertSummary finish_conversion(data::DatasetWriter& writer, const std::string& output,
+ConvertSummary finish_conversion(DatasetWriter& writer, const std::string& output,
                                  const std::vector<int64_t>& labels,
                                  std::chrono::steady_clock::time_point started);
 

@@ -66,7 +66,7 @@ ConvertSummary convert_idx(const std::string& images_path, const std::string& la
   }
 
   const int64_t h = dims[1], w = dims[2];
-  data::DatasetWriter writer(output, n, h, w, /*channels=*/1, names, {options.chunk_images});
+  DatasetWriter writer(output, n, h, w, /*channels=*/1, names, {options.chunk_images});
   Progress progress(options.progress, "idx", n);
   constexpr int64_t kBlock = 4096;
   std::vector<uint8_t> block(static_cast<size_t>(kBlock * h * w));

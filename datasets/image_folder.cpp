@@ -60,7 +60,7 @@ ConvertSummary convert_image_folder(const std::string& root, const std::string& 
     HPCTRAIN_THROW(rt::DataError, root + ": no images found under the class directories");
 
   const auto n = static_cast<int64_t>(files.size());
-  data::DatasetWriter writer(output, n, size, size, channels, classes, {options.chunk_images});
+  DatasetWriter writer(output, n, size, size, channels, classes, {options.chunk_images});
   Progress progress(options.progress, "images", n);
   BlockWriter out(writer, size * size * channels, /*block_images=*/256, progress);
   for (const auto& [path, label] : files) {

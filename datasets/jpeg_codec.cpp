@@ -10,41 +10,15 @@
 #include <string>
 
 #include "data/jpeg.hpp"
+#include "data/jpeg_error.hpp"
 
 namespace hpctrain::datasets {
 namespace {
 
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-extern "C" void codec_error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// Corrupt data libjpeg would paper over is an error: the file is reported, not converted.
-extern "C" void codec_emit_message(j_common_ptr cinfo, int level) {
-  if (level < 0) codec_error_exit(cinfo);
-}
-
-extern "C" void codec_output_message(j_common_ptr) {}
-
-void install(ErrorManager& err, jpeg_error_mgr*& slot) {
-  slot = jpeg_std_error(&err.pub);
-  err.pub.error_exit = codec_error_exit;
-  err.pub.emit_message = codec_emit_message;
-  err.pub.output_message = codec_output_message;
-  err.message[0] = '\0';
-}
-
 // Each function's libjpeg calls sit between its setjmp and the end of the function, with no
 // C++ object constructed in between (the longjmp would skip its destructor).
-bool decode_into(jpeg_decompress_struct& c, ErrorManager& err, const uint8_t* data, size_t size,
-                 std::vector<uint8_t>& raw, int& components) {
+bool decode_into(jpeg_decompress_struct& c, data::JpegErrorManager& err, const uint8_t* data,
+                 size_t size, std::vector<uint8_t>& raw, int& components) {
   if (setjmp(err.jump)) return false;
   jpeg_create_decompress(&c);
   jpeg_mem_src(&c, data, static_cast<unsigned long>(size));
@@ -74,8 +48,9 @@ bool decode_into(jpeg_decompress_struct& c, ErrorManager& err, const uint8_t* da
   return true;
 }
 
-bool encode_into(jpeg_compress_struct& c, ErrorManager& err, const uint8_t* rgb, int64_t height,
-                 int64_t width, int quality, unsigned char** out, unsigned long* out_size) {
+bool encode_into(jpeg_compress_struct& c, data::JpegErrorManager& err, const uint8_t* rgb,
+                 int64_t height, int64_t width, int quality, unsigned char** out,
+                 unsigned long* out_size) {
   if (setjmp(err.jump)) return false;
   jpeg_create_compress(&c);
   jpeg_mem_dest(&c, out, out_size);
@@ -100,8 +75,8 @@ bool encode_into(jpeg_compress_struct& c, ErrorManager& err, const uint8_t* rgb,
 RgbImage decode_jpeg_rgb(const uint8_t* data, size_t size) {
   std::vector<uint8_t> raw;
   jpeg_decompress_struct c{};
-  ErrorManager err{};
-  install(err, c.err);
+  data::JpegErrorManager err{};
+  data::install_jpeg_errors(err, c.err);
   int components = 0;
   const bool ok = decode_into(c, err, data, size, raw, components);
   const auto height = static_cast<int64_t>(c.output_height);
@@ -136,8 +111,8 @@ RgbImage decode_jpeg_rgb(const uint8_t* data, size_t size) {
 std::vector<uint8_t> encode_jpeg_rgb(const uint8_t* rgb, int64_t height, int64_t width,
                                      int quality) {
   jpeg_compress_struct c{};
-  ErrorManager err{};
-  install(err, c.err);
+  data::JpegErrorManager err{};
+  data::install_jpeg_errors(err, c.err);
   unsigned char* out = nullptr;
   unsigned long out_size = 0;
   const bool ok = encode_into(c, err, rgb, height, width, quality, &out, &out_size);

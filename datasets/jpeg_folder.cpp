@@ -38,6 +38,7 @@
 #include "convert_common.hpp"
 #include "data/format.hpp"
 #include "data/jpeg.hpp"
+#include "dataset_writer.hpp"
 #include "jpeg_codec.hpp"
 #include "version.hpp"
 
@@ -59,7 +60,7 @@ struct Input {
 struct Item {
   std::vector<uint8_t> bytes;
   int64_t height = 0, width = 0;
-  data::PixelStats stats;
+  PixelStats stats;
   bool as_is = false;
   std::string error;
 };
@@ -461,8 +462,8 @@ bool write_shard(const Shard& shard, std::vector<Item>& items, const std::vector
                  const std::vector<std::string>& classes, const std::string& plan,
                  JpegFolderSummary& sum) {
   int64_t skipped_here = 0;
-  data::EncodedDatasetWriter writer(shard.path + ".partial", classes, 3,
-                                    std::string("hpctrain-data ") + kVersion);
+  EncodedDatasetWriter writer(shard.path + ".partial", classes, 3,
+                              std::string("hpctrain-data ") + kVersion);
   for (int64_t i = shard.first; i < shard.last; ++i) {
     Item& item = items[static_cast<size_t>(i - shard.first)];
     const Input& in = inputs[static_cast<size_t>(i)];

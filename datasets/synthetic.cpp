@@ -23,7 +23,7 @@ ConvertSummary convert_synthetic(int64_t samples, int64_t size, int64_t channels
                                       " classes");
   }
   const auto names = options.class_names.empty() ? numbered_classes(classes) : options.class_names;
-  data::DatasetWriter writer(output, samples, size, size, channels, names, {options.chunk_images});
+  DatasetWriter writer(output, samples, size, size, channels, names, {options.chunk_images});
   Progress progress(options.progress, "synthetic", samples);
   const int64_t sample_bytes = size * size * channels;
   BlockWriter out(writer, sample_bytes,

@@ -26,6 +26,7 @@
 #include "common/error.hpp"
 #include "data/loader.hpp"
 #include "data/rng.hpp"
+#include "dataset_writer.hpp"
 
 namespace hd = hpctrain::data;
 
@@ -46,7 +47,7 @@ void evict(const std::string& path) {
 int gen(const std::string& path, int64_t n, int64_t size, int64_t channels, int64_t chunk) {
   std::vector<std::string> names;
   for (int i = 0; i < 10; ++i) names.push_back("c" + std::to_string(i));
-  hd::DatasetWriter writer(path, n, size, size, channels, names, {chunk});
+  hpctrain::datasets::DatasetWriter writer(path, n, size, size, channels, names, {chunk});
   const int64_t sb = size * size * channels;
   const int64_t block = std::max<int64_t>(1, (64 << 20) / sb);
   std::vector<uint8_t> images(static_cast<size_t>(block * sb));

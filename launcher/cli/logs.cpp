@@ -1,6 +1,6 @@
 // hpctrain logs RUN_DIR [--follow] [--rank R] [--attempt N] [--task T] [--stderr]: the batch log
 // of the run's latest submission, which Slurm appends to across requeues. Attempt N is the one
-// whose batch script printed "attempt N" (SLURM_RESTART_COUNT N-1, the ledger line with restart
+// whose step supervisor printed "attempt N" (SLURM_RESTART_COUNT N-1, the ledger line with restart
 // N-1), as `status` counts restarts; --follow stops once the job is in a terminal Slurm state and
 // the file has stopped growing. --rank R shows the rank's lines of the .out and of the .err (where
 // every rank but 0 writes most of its lines), and exits 1 naming both when there are none.

@@ -103,7 +103,7 @@ std::vector<std::string> sbatch_options(const spec::Spec& spec, size_t array_tas
   }
   const spec::OnNodeLoss policy = spec.resilience.policy();
   if (policy == spec::OnNodeLoss::kReplace || policy == spec::OnNodeLoss::kShrink) {
-    // A lost node must not end the allocation: the script starts a new step without it.
+    // A lost node must not end the allocation: the step supervisor starts a new step without it.
     o.push_back("--no-kill");
   }
   if (array_tasks > 0) {

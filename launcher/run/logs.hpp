@@ -1,6 +1,6 @@
 // Reading a run's batch logs (logs/slurm-JOBID.out and .err), which Slurm appends to across
 // requeues: where each attempt starts, which rank wrote a line, and `hpctrain logs`' printing and
-// following. The batch script (sbatch/job.sbatch.in) prints
+// following. The step supervisor the batch script hands over to (`hpctrain supervise`) prints
 //   hpctrain: job JOBID attempt N on NODES at TIME
 // on stdout when attempt N (SLURM_RESTART_COUNT N-1) starts its step, and the worker prefixes its
 // lines with "[rank r/N host] ": rank 0 writes its progress to stdout, every rank its warnings and

@@ -1,6 +1,6 @@
 // Exit statuses of hpctrain's programs, defined once: the launcher (`hpctrain`), the worker
-// (`hpctrain-worker`), the data tool and the sbatch script agree on them (docs/runtime.md lists
-// them for users).
+// (`hpctrain-worker`), the data tool and the step supervisor (`hpctrain supervise`, which the
+// rendered sbatch script hands over to) agree on them (docs/runtime.md lists them for users).
 // Thread safety: constants.
 #pragma once
 
@@ -16,12 +16,12 @@ inline constexpr int kExitFailure = 1;
 // Bad input that a rerun will not fix: the spec, the command line, the launch environment, a
 // dataset file.
 inline constexpr int kExitBadInput = 2;
-// The worker checkpointed because it was told to stop (preemption, time limit): the sbatch script
-// requeues the job (EX_TEMPFAIL).
+// The worker checkpointed because it was told to stop (preemption, time limit): the step
+// supervisor requeues the job (EX_TEMPFAIL).
 inline constexpr int kExitRequeue = 75;
 // The worker's heartbeat found a peer, or the store on rank 0, silent past
 // resilience.heartbeat_timeout_s and stopped this rank rather than wait for the collective
-// timeout: the sbatch script checks the step's nodes and, if one is lost, recovers
+// timeout: the step supervisor checks the step's nodes and, if one is lost, recovers
 // (docs/resilience.md). EX_PROTOCOL.
 inline constexpr int kExitPeerLost = 76;
 // The hang watchdog found a rank that makes no progress while it is alive (stuck in data
@@ -29,8 +29,8 @@ inline constexpr int kExitPeerLost = 76;
 // printing their threads' stacks (docs/resilience.md "Hangs").
 inline constexpr int kExitHang = 77;
 // Every rank checkpointed because one node was slower than the others for
-// resilience.straggler_windows log windows in a row (resilience.evict_stragglers): the sbatch
-// script replaces that node as if it were lost (docs/resilience.md "Stragglers").
+// resilience.straggler_windows log windows in a row (resilience.evict_stragglers): the step
+// supervisor replaces that node as if it were lost (docs/resilience.md "Stragglers").
 inline constexpr int kExitEvict = 78;
 
 // Thrown to end a program with `status` once what() (a whole message, "hpctrain: ..." for the

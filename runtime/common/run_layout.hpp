@@ -16,7 +16,7 @@ namespace hpctrain::layout {
 inline constexpr const char* kSpec = "spec.toml";                 // the frozen spec
 inline constexpr const char* kScript = "job.sbatch";              // the rendered script
 inline constexpr const char* kSubmissions = "submissions.jsonl";  // one line per submit
-inline constexpr const char* kAttempts = "attempts.jsonl";        // the script's ledger
+inline constexpr const char* kAttempts = "attempts.jsonl";        // the supervisor's ledger
 inline constexpr const char* kMetrics = "metrics.jsonl";          // rank 0's metrics
 inline constexpr const char* kCheckpoints = "checkpoints";        // step-NNNNNNNNN below
 inline constexpr const char* kManifest = "manifest.json";         // a checkpoint's commit point

@@ -5,6 +5,12 @@
 
 namespace hpctrain {
 
+std::string seconds_text(std::chrono::milliseconds d) {
+  const auto tenths = d.count() / 100;
+  return std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : "") +
+         " s";
+}
+
 double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }

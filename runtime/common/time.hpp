@@ -19,6 +19,10 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A duration for a message, in seconds to the tenth (truncated), the tenth left out when 0:
+// "5 s", "5.2 s" (the heartbeat's and the hang watchdog's verdicts).
+std::string seconds_text(std::chrono::milliseconds d);
+
 // The wall clock as Unix seconds with the fraction (metrics.jsonl's wall_time).
 double unix_time();
 // The wall clock as Unix milliseconds.

@@ -1,16 +1,15 @@
 // The hpctrain HDF5 image dataset layout, versions 1 (pixels) and 2 (encoded images)
-// (docs/dataset-format.md): names, limits, the summary of a dataset (DatasetInfo), DatasetWriter
-// and EncodedDatasetWriter, which every converter uses so there is exactly one place that produces
-// each version, and read_header()/read_labels(), which check a file
-// against it for every reader (ImageSource, hpctrain-data inspect).
+// (docs/dataset-format.md), in one place for the writers (datasets/dataset_writer.hpp) and every
+// reader: its names and limits, the summary of a dataset (DatasetInfo), and read_header(),
+// read_labels() and read_encoded_index(), which check a file against it for every reader
+// (ImageSource, hpctrain-data inspect).
 // HDF5 handles appear only as the forward-declared h5::Hid, so this header, which the torch side
 // includes, does not bring in hdf5.h; callers of the reading functions include data/h5.hpp.
-// Thread safety: DatasetWriter is single-threaded; DatasetInfo and DatasetHeader are value types;
-// the reading functions touch only the file they are given.
+// Thread safety: DatasetInfo and DatasetHeader are value types; the reading functions touch only
+// the file they are given.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,15 +52,6 @@ inline constexpr int64_t kMaxSamples = int64_t{1} << 36;
 // no training set holds such).
 inline constexpr int64_t kMaxEncodedSampleBytes = int64_t{64} << 20;
 
-// Images per chunk when the caller does not choose: the largest count that keeps a chunk within
-// kTargetChunkBytes (at least one image). Large because (measured, docs/dataset-format.md):
-// HDF5 1.10 finds a chunk's address by scanning the chunk index, so mapping n chunks at open
-// costs O(n^2) (50,000 one-image chunks: 20 s); our direct reads fetch single images whatever
-// the chunk size; and chunks larger than HDF5's 1 MiB chunk cache let HDF5/h5py readers do
-// partial reads instead of reading a whole chunk per random image.
-inline constexpr int64_t kTargetChunkBytes = 4 * 1024 * 1024;
-int64_t default_chunk_images(int64_t sample_bytes);
-
 enum class Encoding { kRaw, kJpeg };
 
 struct DatasetInfo {
@@ -76,66 +66,6 @@ struct DatasetInfo {
   Encoding encoding = Encoding::kRaw;
 
   int64_t sample_bytes() const { return height * width * channels; }
-};
-
-struct WriterOptions {
-  int64_t chunk_images = 0;  // 0: default_chunk_images()
-};
-
-// Creates (truncating) one dataset file with a fixed number of samples, written in any order in
-// ranges; finish() adds the statistics attributes and closes. A writer destroyed without finish()
-// leaves an incomplete file that readers reject (missing mean/std).
-class DatasetWriter {
- public:
-  DatasetWriter(const std::string& path, int64_t num_samples, int64_t height, int64_t width,
-                int64_t channels, std::vector<std::string> class_names,
-                const WriterOptions& options = {});
-  ~DatasetWriter();
-  DatasetWriter(const DatasetWriter&) = delete;
-  DatasetWriter& operator=(const DatasetWriter&) = delete;
-
-  // images: count x height x width x channels uint8; labels: count values in [0, num_classes).
-  void write(int64_t first, int64_t count, const uint8_t* images, const int64_t* labels);
-  DatasetInfo finish();
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
-};
-
-// Per-channel sums of pixel values (0..255) for a writer's mean/std attributes.
-struct PixelStats {
-  std::vector<double> sum, sum_sq;
-  double pixels = 0;  // per channel
-  void add(const uint8_t* pixels_hwc, int64_t count, int64_t channels, int64_t stride = 1);
-  void merge(const PixelStats& other);
-};
-
-// Creates (truncating) one version-2 file of encoded (JPEG) samples. Samples are added in order,
-// held in memory, and written at finish(), which knows the total size: /encoded is one
-// contiguous, unfiltered byte array that readers pread directly. A writer destroyed without
-// finish() writes nothing.
-class EncodedDatasetWriter {
- public:
-  EncodedDatasetWriter(std::string path, std::vector<std::string> class_names, int64_t channels,
-                       std::string writer);
-  ~EncodedDatasetWriter();
-  EncodedDatasetWriter(const EncodedDatasetWriter&) = delete;
-  EncodedDatasetWriter& operator=(const EncodedDatasetWriter&) = delete;
-
-  // One sample: its encoded bytes and the decoded image's height and width. Throws
-  // rt::DataError for an empty or oversized sample, a bad shape or a label outside the classes.
-  void add(const uint8_t* bytes, size_t size, int64_t height, int64_t width, int64_t label);
-  void add_stats(const PixelStats& stats);
-  int64_t size() const;
-  // Extra root attributes (integers, strings) written at finish(): the converter's plan.
-  void set_attribute(const std::string& name, const std::string& value);
-  void set_attribute(const std::string& name, int64_t value);
-  DatasetInfo finish();
-
- private:
-  struct State;
-  std::unique_ptr<State> state_;
 };
 
 // One file's header as read_header() found it: the dataset it holds and how /images is stored,

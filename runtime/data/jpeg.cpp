@@ -12,43 +12,15 @@
 #include <string>
 
 #include "data/format.hpp"
+#include "data/jpeg_error.hpp"
 
 namespace hpctrain::data {
 namespace {
 
-// libjpeg reports through callbacks; error_exit must not return. It longjmps back to the call,
-// which throws (no C++ object with a destructor lives between setjmp and the longjmp: each
-// function below keeps its C++ state outside the guarded region).
-struct ErrorManager {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX];
-};
-
-extern "C" void on_error_exit(j_common_ptr cinfo) {
-  auto* err = reinterpret_cast<ErrorManager*>(cinfo->err);
-  (*cinfo->err->format_message)(cinfo, err->message);
-  std::longjmp(err->jump, 1);
-}
-
-// Warnings (level -1: corrupt data libjpeg recovers from, filling gray) are errors here: a
-// damaged sample must not train as a gray patch.
-extern "C" void on_emit_message(j_common_ptr cinfo, int level) {
-  if (level < 0) on_error_exit(cinfo);
-}
-
-extern "C" void on_output_message(j_common_ptr) {}
-
 // A decompressor whose errors come back as `message`; destroyed on every path.
 class Decompressor {
  public:
-  Decompressor() {
-    cinfo_.err = jpeg_std_error(&err_.pub);
-    err_.pub.error_exit = on_error_exit;
-    err_.pub.emit_message = on_emit_message;
-    err_.pub.output_message = on_output_message;
-    err_.message[0] = '\0';
-  }
+  Decompressor() { install_jpeg_errors(err_, cinfo_.err); }
   ~Decompressor() {
     if (created_) jpeg_destroy_decompress(&cinfo_);
   }
@@ -56,7 +28,7 @@ class Decompressor {
   Decompressor& operator=(const Decompressor&) = delete;
 
   jpeg_decompress_struct& cinfo() { return cinfo_; }
-  ErrorManager& err() { return err_; }
+  JpegErrorManager& err() { return err_; }
   void mark_created() { created_ = true; }
 
   [[noreturn]] void fail() const {
@@ -65,7 +37,7 @@ class Decompressor {
 
  private:
   jpeg_decompress_struct cinfo_{};
-  ErrorManager err_{};
+  JpegErrorManager err_{};
   bool created_ = false;
 };
 

@@ -13,6 +13,11 @@
 // ranges of one file that lie close together with a single preadv(2), scattering the images
 // straight into place and the bytes between them into a discard buffer. Merging is bounded (a gap
 // is at most one image and coalesce_gap_bytes) so at most half of what is read is discarded.
+// The parts, a file each: the file list (paths.hpp: globs), one file's layout and where its
+// samples lie (file_reader.hpp: HDF5's chunk mapping, pread), the files' one description
+// (dataset_summary.hpp: shapes, classes, statistics), a batch's coalesced reads
+// (coalesced_reads.cpp), the synthetic source (synthetic_source.cpp); source.cpp opens the files
+// into one index space and reads ranges of it.
 // Thread safety: after open(), all const methods may be called from any number of threads.
 #pragma once
 
@@ -66,12 +71,9 @@ struct SourceFile {
 // [data] file_locking; the rest are the library's settings.
 SourceOptions source_options_from_spec(const spec::Spec& spec);
 
-// Expands globs (sorted) and literal paths; a glob that matches nothing, a missing literal path,
-// or a file named twice is an error.
-std::vector<std::string> expand_paths(const std::vector<std::string>& paths_or_globs);
-
 class ImageSource {
  public:
+  // paths_or_globs: expand_paths() (data/paths.hpp).
   static std::shared_ptr<ImageSource> open(const std::vector<std::string>& paths_or_globs,
                                            const SourceOptions& options = {});
   // `num_samples` random images (side x side x channels, uniform bytes) with random labels in

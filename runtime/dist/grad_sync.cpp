@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "common/progress.hpp"
+#include "dist/progress.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::dist {

@@ -39,7 +39,7 @@ enum class Optimizer { kSgd, kAdamW };
 enum class Schedule { kConstant, kCosine, kStep, kMultistep };
 enum class Signal { kUsr1, kUsr2, kTerm, kInt, kHup, kUrg, kXcpu };
 enum class SweepMode { kGrid, kZip };
-// What the batch script does when a node of the training step is lost (docs/resilience.md).
+// What the step supervisor does when a node of the training step is lost (docs/resilience.md).
 enum class OnNodeLoss { kAuto, kReplace, kShrink, kRequeue };
 
 // The CIFAR ResNets of He et al. 2016 (resnet20..resnet110): three stages, their own 3x3 stem.

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "common/progress.hpp"
+#include "dist/progress.hpp"
 
 namespace hpctrain::train {
 

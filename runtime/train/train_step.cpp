@@ -4,8 +4,8 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/torch.h>
 
-#include "common/progress.hpp"
 #include "common/time.hpp"
+#include "dist/progress.hpp"
 #include "spec/spec.hpp"
 #include "train/guards.hpp"
 

@@ -9,10 +9,10 @@
 #include <memory>
 
 #include "common/error.hpp"
-#include "common/progress.hpp"
 #include "common/run_layout.hpp"
 #include "common/time.hpp"
 #include "dist/grad_sync.hpp"
+#include "dist/progress.hpp"
 #include "model/weights.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"

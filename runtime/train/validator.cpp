@@ -1,7 +1,7 @@
 #include "train/validator.hpp"
 
-#include "common/progress.hpp"
 #include "common/time.hpp"
+#include "dist/progress.hpp"
 #include "spec/spec.hpp"
 #include "train/device_input.hpp"
 #include "train/guards.hpp"

@@ -1,9 +1,9 @@
 // Every environment variable the worker reads besides the launcher's (SLURM_*, RANK, MASTER_*:
 // dist/world.hpp), read once at start into one struct, in two kinds kept apart:
-//   - user settings: set by the batch script (sbatch/job.sbatch.in) or by a user starting the
-//     worker by hand, part of how a job runs;
+//   - user settings: set by the batch script (sbatch/job.sbatch.in) and the step supervisor
+//     (`hpctrain supervise`) or by a user starting the worker by hand, part of how a job runs;
 //   - test plants: knobs for tests and diagnostics that change what a run does (a stall, pieces
-//     of state left out on resume, fp16 on the CPU); never set by the batch script.
+//     of state left out on resume, fp16 on the CPU); never set by the script or the supervisor.
 // docs/runtime.md ("Environment") lists them. An empty value counts as unset. A bad value is an
 // rt::EnvError naming the variable (exit status 2), before the rank joins.
 // Torch-free. Thread safety: read_env_overrides() is a pure function of its map.
@@ -21,11 +21,11 @@ namespace hpctrain::worker {
 struct UserSettings {
   // HPCTRAIN_RUN_DIR: the run directory (a job array task's own); empty: the spec's job.run_dir.
   std::string run_dir;
-  // HPCTRAIN_STEP_TAG: which srun step of the batch script this is ("RESTART.STEP"), for the
+  // HPCTRAIN_STEP_TAG: which srun step of the job attempt this is ("RESTART.STEP"), for the
   // "started" record and the hang record in metrics.jsonl.
   std::string srun_step_tag;
-  // HPCTRAIN_WORLD_SIZE: the ranks of this step after the script shrank the world around a lost
-  // node (resilience.on_node_loss = "shrink"); unset: the spec's nodes x tasks_per_node.
+  // HPCTRAIN_WORLD_SIZE: the ranks of this step after the step supervisor shrank the world around
+  // a lost node (resilience.on_node_loss = "shrink"); unset: the spec's nodes x tasks_per_node.
   std::optional<int64_t> world_size;
   // TORCH_CPP_LOG_LEVEL is set: libtorch logs at the user's level; otherwise errors only.
   bool torch_log_level = false;
@@ -33,7 +33,7 @@ struct UserSettings {
 
 struct TestPlants {
   // HPCTRAIN_TEST_STALL: RANK:STEP:PHASE:SECONDS or @HOST:...: a stall planted in training
-  // (common/progress.hpp parses and plants it once the rank is known).
+  // (dist/progress.hpp parses and plants it once the rank is known).
   std::string stall;
   // HPCTRAIN_TRACE_SAMPLES=PATH: each rank appends every batch's epoch, step and samples to
   // PATH.rank-R, PATH.TAG.rank-R with a step tag (train::TrainHooks::trace_samples); empty: off.

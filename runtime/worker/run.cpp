@@ -12,9 +12,9 @@
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
-#include "common/progress.hpp"
 #include "dist/launch.hpp"
 #include "dist/process_group.hpp"
+#include "dist/progress.hpp"
 #include "preempt/signals.hpp"
 #include "spec/spec.hpp"
 #include "train/metrics.hpp"
@@ -86,8 +86,8 @@ void raise_open_file_limit(const dist::WorldInfo& world) {
   }
 }
 
-// The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the batch script shrank
-// the world around a lost node (HPCTRAIN_WORLD_SIZE, resilience.on_node_loss = "shrink").
+// The spec's ranks (nodes x tasks_per_node), or fewer whole nodes after the step supervisor
+// shrank the world around a lost node (HPCTRAIN_WORLD_SIZE, resilience.on_node_loss = "shrink").
 void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
                       std::optional<int64_t> shrunk) {
   int64_t expected = spec.job.world_size();
@@ -113,7 +113,7 @@ void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
   }
 }
 
-// Tests: a stall planted in one rank's training (common/progress.hpp).
+// Tests: a stall planted in one rank's training (dist/progress.hpp).
 void plant_stall(const TestPlants& test, dist::ProcessGroup& group) {
   if (test.stall.empty()) return;
   try {
@@ -178,8 +178,8 @@ int train_rank(const spec::Spec& spec, const dist::WorldInfo& world, dist::Proce
   const train::TrainResult result =
       train::train(spec, group.communicator(), train_options(run_dir, world, group, env));
   group.leave();
-  // Checkpointed to let a straggler's node go (the script replaces it), or after a stop signal
-  // or before the time limit (the script requeues the job).
+  // Checkpointed to let a straggler's node go (the step supervisor replaces it), or after a stop
+  // signal or before the time limit (the supervisor requeues the job).
   if (!result.evicted.empty()) return kExitEvict;
   return result.stopped ? kExitRequeue : kExitOk;
 }

@@ -58,7 +58,7 @@ stalled() {
   done
   grep -q 'stopping this rank (exit status 77)' "$work/$name.log.rank$victim" \
     || fail "$name: rank $victim's line"
-  # Rank 0's record for the batch script, which treats the named rank's node as lost.
+  # Rank 0's record for the step supervisor, which treats the named rank's node as lost.
   jq -e -s --argjson r "$victim" 'map(select(.kind == "hang")) | length == 1 and .[0].ranks == [$r] and
       (.[0].hosts | length == 1) and .[0].step == 5 and (.[0].message | test("in '"$want"' at step 5"))' \
     "$work/$name/metrics.jsonl" > /dev/null || fail "$name: the hang record: $(grep hang "$work/$name/metrics.jsonl")"

@@ -9,7 +9,7 @@
 #     a step for a late beat; not "start-up at step 0"),
 #   - exit 77 within hang_timeout_s + 10 s of the stop: nobody waits for stacks a stopped process
 #     cannot print (the old code waited 70 s for them),
-#   - and rank 0 must write the hang record with rank 1 and its host, for the batch script.
+#   - and rank 0 must write the hang record with rank 1 and its host, for the step supervisor.
 #   hang_silent.sh WORKER
 source "$(dirname "$0")/resume_lib.sh" "$1"
 timeout_s=4
@@ -79,7 +79,7 @@ for r in "${survivors[@]}"; do
 done
 grep -q 'start-up at step' "$work"/silent.log.rank{0,2} && fail "a survivor names a start-up"
 
-# Rank 0's record for the batch script: the stopped rank and its node.
+# Rank 0's record for the step supervisor: the stopped rank and its node.
 jq -e -s --argjson r "$victim" 'map(select(.kind == "hang")) | length == 1 and .[0].ranks == [$r] and
     (.[0].hosts | length == 1 and .[0] != "") and (.[0].message | test("rank \($r) .* silent for"))' \
   "$work/silent/metrics.jsonl" > /dev/null ||

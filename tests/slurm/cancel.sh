@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hpctrain cancel ends a running job; the script records the attempt as terminated.
+# hpctrain cancel ends a running job; the supervisor records the attempt as terminated.
 source "$(dirname "$0")/lib.sh"
 
 spec=$(write_spec cancel wait-for-go)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A worker that exits with the "requeue me" status (75) is requeued by the script; the second
+# A worker that exits with the "requeue me" status (75) is requeued by the supervisor; the second
 # attempt runs with SLURM_RESTART_COUNT=1, the log keeps both attempts, the ledger has two lines.
 source "$(dirname "$0")/lib.sh"
 

@@ -140,7 +140,7 @@ for epoch, samples in sorted(seen.items()):
     assert not twice, f"epoch {epoch}: samples seen twice: {twice[:10]}"
     assert 0 <= missing < last_batch, f"epoch {epoch}: {missing} samples skipped"
 PY
-# No way on in the allocation (max_node_losses = 0): the script stops the step at once, records
+# No way on in the allocation (max_node_losses = 0): the supervisor stops the step at once, records
 # node_lost_requeued and requeues the job, as without resilience but without the wait.
 fresh_cluster 4
 fallback_spec=$(spec fallback 3 resilience.max_node_losses=0)

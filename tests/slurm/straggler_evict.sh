@@ -5,12 +5,13 @@
 #   reference  the run without a slow node: its final weights;
 #   evict      with a spare: every rank of node2 sleeps in every data wait
 #              (HPCTRAIN_TEST_STALL=@node2:every:data:S), evict_stragglers on: after 3 log
-#              windows the ranks checkpoint and exit 78, the script replaces node2 with the spare,
+#              windows the ranks checkpoint and exit 78, the supervisor replaces node2 with the
+#              spare,
 #              the same job completes, nothing is trained twice, and the final weights equal the
 #              reference's bitwise;
 #   hang       with a spare: both ranks of node3 stall at step 20 (alive): the hang watchdog names
-#              them (hang_timeout_s = 8), every rank exits 77, the script replaces node3 with the
-#              spare, the job completes bitwise equal to the reference;
+#              them (hang_timeout_s = 8), every rank exits 77, the supervisor replaces node3 with
+#              the spare, the job completes bitwise equal to the reference;
 #   exclude    no spare, on_node_loss = "requeue": the same eviction requeues the job with node2
 #              in its ExcNodeList; Slurm places the next attempt on the other three nodes, which
 #              completes, again bitwise equal to the reference.
@@ -61,7 +62,7 @@ grep -q "node lost: *node2" "$work/evict.status" || fail "evict: status: $(cat "
 echo "evict: node2 ($delay s a step slower) evicted at step $evicted_at, replaced by node1, resumed there; weights equal the reference's"
 
 # hang: both ranks of node3 stall in their data wait at step 20, alive and beating: the hang
-# watchdog names them, every rank exits 77 and the script replaces node3 as a lost node.
+# watchdog names them, every rank exits 77 and the supervisor replaces node3 as a lost node.
 HPCTRAIN_TEST_STALL="@node3:20:data:600" submit "$(slow_spec hang resilience.hang_timeout_s=8)" > /dev/null
 run=$work/hang
 wait_for 400 "hang: end of the run" done_ledger "$run"

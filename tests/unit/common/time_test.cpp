@@ -28,5 +28,16 @@ TEST(Time, ParseUtcRefusesOtherForms) {
   }
 }
 
+// Tenths truncated, a whole number without ".0".
+TEST(Time, SecondsTextToTheTenth) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(seconds_text(milliseconds(0)), "0 s");
+  EXPECT_EQ(seconds_text(milliseconds(99)), "0 s");
+  EXPECT_EQ(seconds_text(milliseconds(5000)), "5 s");
+  EXPECT_EQ(seconds_text(milliseconds(5299)), "5.2 s");
+  EXPECT_EQ(seconds_text(milliseconds(61050)), "61 s");
+  EXPECT_EQ(seconds_text(milliseconds(10200)), "10.2 s");
+}
+
 }  // namespace
 }  // namespace hpctrain

@@ -20,6 +20,7 @@
 #include "data/loader.hpp"
 #include "data/rng.hpp"
 #include "data/source.hpp"
+#include "dataset_writer.hpp"
 #include "jpeg_codec.hpp"
 #include "support/error_text.hpp"
 #include "test_util.hpp"
@@ -67,8 +68,8 @@ std::vector<std::string> classes(int n) {
 
 // Samples [first, first + n) into one file; `broken` (a global index) gets a truncated JPEG.
 void write_encoded(const std::string& path, int64_t first, int64_t n, int64_t broken = -1) {
-  EncodedDatasetWriter writer(path, classes(5), 3, "encoded_test");
-  PixelStats stats;
+  datasets::EncodedDatasetWriter writer(path, classes(5), 3, "encoded_test");
+  datasets::PixelStats stats;
   for (int64_t i = first; i < first + n; ++i) {
     int64_t h = 0, w = 0;
     std::vector<uint8_t> bytes = jpeg_of(i, &h, &w);
@@ -358,7 +359,7 @@ TEST(Encoded, LabelsNotOnePerSampleAreRefused) {
 
 TEST(Encoded, TheWriterRefusesWhatTheFormatCannotHold) {
   TempDir dir;
-  EncodedDatasetWriter writer(dir.file("a.h5"), classes(2), 3, "test");
+  datasets::EncodedDatasetWriter writer(dir.file("a.h5"), classes(2), 3, "test");
   const uint8_t byte = 0;
   EXPECT_THROW(writer.add(&byte, 0, 10, 10, 0), rt::DataError);
   EXPECT_THROW(writer.add(&byte, 1, 0, 10, 0), rt::DataError);

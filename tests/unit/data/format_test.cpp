@@ -14,6 +14,7 @@
 #include "data/format.hpp"
 #include "data/h5.hpp"
 #include "data/source.hpp"
+#include "dataset_writer.hpp"
 #include "support/error_text.hpp"
 #include "test_util.hpp"
 
@@ -74,7 +75,7 @@ TEST(Format, ReadHeaderDescribesWhatTheWriterWrote) {
     for (int64_t p = 0; p < sb; ++p) images[i * sb + p] = testing::pixel_value(i, p);
     labels[i] = testing::label_of(i, 3);
   }
-  DatasetWriter writer(path, n, h, w, c, {"cat", "dog", "émeu"}, {/*chunk_images=*/8});
+  datasets::DatasetWriter writer(path, n, h, w, c, {"cat", "dog", "émeu"}, {/*chunk_images=*/8});
   writer.write(0, n, images.data(), labels.data());
   const DatasetInfo written = writer.finish();
 

@@ -322,7 +322,7 @@ TEST_F(BadInput, NotOurFormat) {
 TEST_F(BadInput, IncompleteWriterOutputIsRejected) {
   const auto partial = dir_.file("partial.h5");
   {
-    DatasetWriter writer(partial, 10, 4, 4, 1, {"a", "b"});
+    datasets::DatasetWriter writer(partial, 10, 4, 4, 1, {"a", "b"});
     std::vector<uint8_t> img(16 * 5, 1);
     std::vector<int64_t> labels(5, 0);
     writer.write(0, 5, img.data(), labels.data());

@@ -14,6 +14,7 @@
 
 #include "data/format.hpp"
 #include "dataset_info.hpp"
+#include "dataset_writer.hpp"
 #include "support/temp_dir.hpp"
 
 namespace hpctrain::data::testing {
@@ -31,7 +32,7 @@ inline void make_dataset(const std::string& path, int64_t n, int64_t h, int64_t 
                          int64_t classes = 10, int64_t chunk_images = 0, int64_t first = 0) {
   std::vector<std::string> names;
   for (int64_t k = 0; k < classes; ++k) names.push_back("class" + std::to_string(k));
-  DatasetWriter writer(path, n, h, w, c, names, {chunk_images});
+  datasets::DatasetWriter writer(path, n, h, w, c, names, {chunk_images});
   const int64_t sb = h * w * c;
   std::vector<uint8_t> images(static_cast<size_t>(n * sb));
   std::vector<int64_t> labels(static_cast<size_t>(n));

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/exit_codes.hpp"
-#include "common/progress.hpp"
+#include "dist/progress.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::dist {
@@ -212,7 +212,7 @@ TEST(HangVerdict, FinishedRankIsNotSilent) {
   EXPECT_EQ(v->named, std::vector<int>{0});
 }
 
-// The spec's [resilience] and [checkpoint] timeouts, and the statuses the batch script reads.
+// The spec's [resilience] and [checkpoint] timeouts, and the statuses the step supervisor reads.
 TEST(HeartbeatOptionsFromSpec, TimeoutsAndStatuses) {
   spec::Spec s;
   s.resilience.heartbeat_timeout_s = 7;

@@ -18,6 +18,7 @@
 
 #include "common/run_layout.hpp"
 #include "data/format.hpp"
+#include "dataset_writer.hpp"
 #include "model/config.hpp"
 #include "model/model.hpp"
 #include "model/weights.hpp"
@@ -228,7 +229,7 @@ void write_val_set(const std::string& path, int64_t n) {
   const at::Tensor labels = at::randint(0, 10, {n}, gen, at::kLong);
   std::vector<std::string> classes;
   for (int c = 0; c < 10; ++c) classes.push_back("c" + std::to_string(c));
-  data::DatasetWriter writer(path, n, 16, 16, 3, classes);
+  datasets::DatasetWriter writer(path, n, 16, 16, 3, classes);
   writer.write(0, n, images.data_ptr<uint8_t>(), labels.data_ptr<int64_t>());
   writer.finish();
 }

@@ -141,7 +141,7 @@ TEST(Render, PreemptionOffMeansNoRequeueAndNoSignal) {
   EXPECT_TRUE(std::set<std::string>(o2.begin(), o2.end()).count("--signal=URG@90"));
 }
 
-// Spares are part of the allocation; --no-kill only where the script recovers in it.
+// Spares are part of the allocation; --no-kill only where the step supervisor recovers in it.
 TEST(Render, SpareNodesAndNoKill) {
   auto options_of = [](std::vector<std::string> overrides) {
     const auto r = load_config("smoke-cpu.toml", std::move(overrides));

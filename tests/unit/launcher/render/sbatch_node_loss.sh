@@ -8,7 +8,7 @@
 #   replace   a node lost mid-step: the step is killed (scancel JOB.STEP, then srun), the spare
 #             (the batch host) joins, the new step overlaps, the ledger has the loss and the
 #             recovery time, the attempt completes;
-#   noticed   the ranks notice first (srun exits 76): the script probes after the fact;
+#   noticed   the ranks notice first (srun exits 76): the supervisor probes after the fact;
 #   shrink    no spare: the world shrinks to 4 ranks (HPCTRAIN_WORLD_SIZE);
 #   fallback  max_node_losses = 0: node_lost_requeued and scontrol requeue;
 #   gate      a node's slurmd unreachable from the start: nothing is watched, srun gets no
@@ -178,7 +178,7 @@ has replace 1 '.reason == "node_lost" and .lost_nodes == "127.0.0.3" and .added_
 has replace 2 '.reason == "completed" and .step == 1 and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1" and .exit_status == 0'
 [[ $(wc -l < "$work/replace/attempts.jsonl") == 2 ]] || check_failed "replace: ledger lines"
 
-# noticed: the ranks exit 76 first; the script finds the node lost after the fact.
+# noticed: the ranks exit 76 first; the supervisor finds the node lost after the fact.
 mkdir -p "$work/noticed/play"
 echo "kill \$(cat '$work/listener-127.0.0.4'); sleep 0.2; exit 76" > "$work/noticed/play/srun-1.sh"
 echo 'started; sleep 1.5; exit 0' > "$work/noticed/play/srun-2.sh"

@@ -1,4 +1,4 @@
-// Where this rank's training stands, for the hang watchdog (dist/heartbeat.hpp,
+// Where this rank's training stands, for the hang watchdog (dist/hang_watchdog.hpp,
 // docs/resilience.md "Hangs"): the step, the phase of it and a counter that moves on every phase
 // change (and every evaluation batch). The training thread writes it with a few relaxed atomic
 // stores; the heartbeat thread reads it once a second and publishes it in the store, where rank

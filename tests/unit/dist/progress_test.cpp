@@ -1,5 +1,5 @@
-// common/progress.hpp: what a rank publishes for the hang watchdog, and the planted stalls.
-#include "common/progress.hpp"
+// dist/progress.hpp: what a rank publishes for the hang watchdog, and the planted stalls.
+#include "dist/progress.hpp"
 
 #include <gtest/gtest.h>
 

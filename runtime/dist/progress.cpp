@@ -1,4 +1,4 @@
-#include "common/progress.hpp"
+#include "dist/progress.hpp"
 
 #include <array>
 #include <atomic>

@@ -1,0 +1,135 @@
+#include "dist/hang_watchdog.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "common/error.hpp"
+#include "dist/stack_dump.hpp"
+
+namespace hpctrain::dist {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string where_key(int rank) { return "hb/where/" + std::to_string(rank); }
+// Set by a rank named in a hang verdict once its stacks are printed.
+std::string stacks_key(int rank) { return "hb/stacks/" + std::to_string(rank); }
+// Set by a rank once it has a hang verdict: rank 0, which serves the store, waits for these.
+std::string heard_key(int rank) { return "hb/heard/" + std::to_string(rank); }
+
+bool among(const std::vector<int>& ranks, int r) {
+  return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+}
+
+// One line on stderr in one write (the process is about to _exit).
+void say(const std::string& line) {
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+}  // namespace
+
+HangWatchdog::HangWatchdog(HangOptions options, int rank, int world_size,
+                           std::vector<std::string> hosts, std::chrono::milliseconds beat_interval)
+    : o_(std::move(options)),
+      rank_(rank),
+      world_size_(world_size),
+      hosts_(std::move(hosts)),
+      interval_(beat_interval),
+      progress_(world_size) {}
+
+void HangWatchdog::publish(c10d::Store& store) const {
+  store.set(where_key(rank_), progress::encode(progress::snapshot()));
+}
+
+void HangWatchdog::publish_finishing(c10d::Store& store) const {
+  // Leaving is not hanging: rank 0's watch passes over a rank that finished.
+  progress::Snapshot done = progress::snapshot();
+  done.phase = progress::Phase::kFinishing;
+  if (rank_ != 0) store.set(where_key(rank_), progress::encode(done));
+}
+
+std::optional<HangVerdict> HangWatchdog::watch(
+    c10d::Store& store, Clock::time_point now,
+    const std::vector<std::chrono::milliseconds>& beat_ages) {
+  read_progress(store, now);
+  auto verdict = progress_.check(now, o_, beat_ages, hosts_, interval_);
+  // nullopt also while a beat is late: decided at the next one, when it has come or not.
+  if (!verdict) return std::nullopt;
+  if (o_.on_hang) {
+    try {
+      o_.on_hang(verdict->named, verdict->message);
+    } catch (const std::exception& e) {
+      say(rt::rank_prefix() + "could not record the hang: " + e.what() + "\n");
+    }
+  }
+  return verdict;
+}
+
+// Every rank's progress (rank 0's own, the others' from the store), a round trip whatever the
+// world size.
+void HangWatchdog::read_progress(c10d::Store& store, Clock::time_point now) {
+  if (where_known_.empty()) where_known_.assign(static_cast<size_t>(world_size_), 0);
+  for (int r = 1; r < world_size_; ++r) {
+    if (!where_known_[static_cast<size_t>(r)] && store.check({where_key(r)})) {
+      where_known_[static_cast<size_t>(r)] = 1;
+      where_ranks_.push_back(r);
+    }
+  }
+  std::vector<std::string> keys;
+  for (const int r : where_ranks_) keys.push_back(where_key(r));
+  const auto values = keys.empty() ? std::vector<std::vector<uint8_t>>{} : store.multiGet(keys);
+  progress_.observe(0, progress::snapshot(), now);
+  for (size_t i = 0; i < where_ranks_.size(); ++i) {
+    progress_.observe(where_ranks_[i],
+                      progress::parse(std::string(values[i].begin(), values[i].end())), now);
+  }
+}
+
+void HangWatchdog::carry_out(c10d::Store& store, const std::string& why,
+                             const HangVerdict& verdict) {
+  ending_.store(true);
+  const bool me = among(verdict.named, rank_);
+  say(rt::rank_prefix() + why + "; stopping this rank (exit status " +
+      std::to_string(o_.hang_exit_status) + ")\n");
+  try {
+    store.set(heard_key(rank_), "1");
+  } catch (const std::exception&) {
+    ::_exit(o_.hang_exit_status);  // the store is gone: nobody is left to wait for
+  }
+  if (me && o_.dump_stacks) print_thread_stacks();
+  try {
+    if (me) store.set(stacks_key(rank_), "1");
+    wait_for_the_others(store, verdict);
+  } catch (const std::exception&) {
+    // The store is gone (rank 0 has exited): nobody is left to wait for.
+  }
+  ::_exit(o_.hang_exit_status);
+}
+
+// Srun ends a step's other tasks once one exits non-zero, so the ranks not named wait (up to the
+// stack dump's deadline) until each named rank says its stacks are out, except the silent ones:
+// a stopped process prints nothing. Rank 0 meanwhile keeps serving the store they say it through,
+// and first waits (a few beats at most) until every rank not silent has the verdict.
+void HangWatchdog::wait_for_the_others(c10d::Store& store, const HangVerdict& verdict) const {
+  if (rank_ == 0) {
+    const auto deadline = Clock::now() + 5 * interval_;
+    for (int r = 1; r < world_size_; ++r) {
+      if (among(verdict.silent, r)) continue;
+      while (!store.check({heard_key(r)}) && Clock::now() < deadline) {
+        std::this_thread::sleep_for(interval_ / 10);
+      }
+    }
+  }
+  const auto deadline = Clock::now() + kStackDumpDeadline + 10s;
+  for (const int r : verdict.named) {
+    if (r == rank_ || among(verdict.silent, r)) continue;
+    while (!store.check({stacks_key(r)}) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+}
+
+}  // namespace hpctrain::dist
