@@ -3,7 +3,7 @@
 # is longer than 80 lines, from its first line to its last as lizard counts them, unless it is one
 # of the declarative tables allowed below. Split a long function into steps instead.
 # Then the structure rules of scripts/check_structure.py over the same C++ files: no class holds
-# more than 15 fields (compose it of parts), and no component under runtime/ or launcher/step/
+# more than 15 fields (compose it of parts), and no component under runtime/ or launcher/supervisor/
 # takes or reads the job spec outside its *_from_spec adapter.
 # lizard is pinned in scripts/python-requirements.txt, which scripts/install-deps.sh installs into
 # .venv; HPCTRAIN_LIZARD names another lizard.

@@ -4,7 +4,7 @@
   - class size: a class holds at most MAX_FIELDS data members (members end in '_': house
     style). A class past it absorbs features: compose parts instead.
   - no spec reads in components: under runtime/ (but runtime/spec/, the spec library itself) and
-    launcher/step/, only a function named *_from_spec (a component's adapter) may take a spec
+    launcher/supervisor/, only a function named *_from_spec (a component's adapter) may take a spec
     (spec::Spec or one of its sections, spec::*Spec) or read one (spec.train..., spec_.job...),
     and no class may hold one. Components get their options from their adapter.
 
@@ -32,7 +32,7 @@ ALLOWED_SPEC_READERS = {
     "runtime/train/trainer.cpp:hpctrain::train::train": "the trainer's entry",
 }
 
-SPEC_SCOPE = ("runtime/", "launcher/step/")
+SPEC_SCOPE = ("runtime/", "launcher/supervisor/")
 SPEC_EXEMPT = ("runtime/spec/",)
 SECTIONS = "job|data|model|train|checkpoint|preemption|resilience|sweep"
 SPEC_READ = re.compile(r"\bspec_?\s*(?:\.|->)\s*(?:%s)\b" % SECTIONS)

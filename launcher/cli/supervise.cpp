@@ -9,12 +9,12 @@
 
 #include "cli/common.hpp"
 #include "common/records.hpp"
-#include "step/supervisor.hpp"
+#include "supervisor/supervisor.hpp"
 
 namespace hpctrain::cli {
 namespace {
 
-extern "C" void on_term(int) { step::g_terminated = 1; }
+extern "C" void on_term(int) { supervisor::g_terminated = 1; }
 
 // TERM and INT only set the flag; no SA_RESTART, so that a sleep notices soon.
 void handle_term() {
@@ -31,8 +31,8 @@ struct SuperviseArgs {
   int64_t world = 0;
 };
 
-step::AttemptContext context_of(const SuperviseArgs& a) {
-  auto c = step::context_from_env();
+supervisor::AttemptContext context_of(const SuperviseArgs& a) {
+  auto c = supervisor::context_from_env();
   c.task_dir = a.task_dir;
   c.spec_file = a.spec_file;
   c.job = a.job;
@@ -49,7 +49,7 @@ step::AttemptContext context_of(const SuperviseArgs& a) {
 }
 
 int run_supervisor(const SuperviseArgs& args) {
-  if (args.terminated) step::g_terminated = 1;
+  if (args.terminated) supervisor::g_terminated = 1;
   const auto context = context_of(args);
   spec::LoadOptions options;
   options.spec_file = args.spec_file;
@@ -60,14 +60,14 @@ int run_supervisor(const SuperviseArgs& args) {
   } catch (const spec::SpecError& e) {
     std::cerr << "hpctrain: the frozen spec " << args.spec_file << " cannot be read:\n"
               << spec::format_all(e.diagnostics());
-    step::record_setup_failure(context, kExitBadInput, records::Reason::kSetupFailed, 0);
+    supervisor::record_setup_failure(context, kExitBadInput, records::Reason::kSetupFailed, 0);
     return kExitBadInput;
   }
   // Queries get 10 s: the supervisor asks them while a step stops or the job ends.
   const auto client = slurm::make_command_client(
       {std::chrono::milliseconds(60000), std::chrono::milliseconds(10000)});
-  return step::supervise(context, step::supervisor_options_from_spec(spec, context.spec_file),
-                         *client);
+  return supervisor::supervise(
+      context, supervisor::supervisor_options_from_spec(spec, context.spec_file), *client);
 }
 
 }  // namespace
@@ -98,7 +98,7 @@ void add_supervise(CLI::App& app) {
                    "(docs/run-directory.md), not '" +
                        args->record + "'");
       }
-      step::record_setup_failure(context_of(*args), args->status, *reason, args->world);
+      supervisor::record_setup_failure(context_of(*args), args->status, *reason, args->world);
       return;
     }
     const int status = run_supervisor(*args);

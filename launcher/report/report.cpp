@@ -205,7 +205,7 @@ void report_attempts(const run::Snapshot& snapshot, json& j) {
     json e{{F::kJobId, a.job_id},
            {F::kRestart, a.restart},
            {"attempt", at - job_attempts.begin() + 1},
-           {F::kStep, a.step},
+           {F::kStep, a.srun_step},
            {F::kWorldSize, opt(a.world_size)},
            {F::kNodes, a.nodes},
            {F::kStart, a.start},

@@ -23,7 +23,7 @@ nlohmann::json node_loss_records(const std::vector<records::Attempt>& attempts) 
     const auto& a = attempts[n.line];
     out.push_back({{F::kJobId, a.job_id},
                    {F::kRestart, a.restart},
-                   {F::kStep, a.step},
+                   {F::kStep, a.srun_step},
                    {F::kReason, records::name_of(a.reason)},
                    {F::kLostNodes, a.lost_nodes},
                    {F::kAddedNodes, a.added_nodes},
@@ -185,7 +185,7 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
     const auto& a = attempts.back();
     j["last_attempt"] = {{F::kJobId, a.job_id},
                          {F::kRestart, a.restart},
-                         {F::kStep, a.step},
+                         {F::kStep, a.srun_step},
                          {F::kNodes, a.nodes},
                          {F::kStart, a.start},
                          {F::kEnd, a.end},

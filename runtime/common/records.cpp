@@ -413,7 +413,7 @@ std::string to_line(const Attempt& a) {
   j[field::kExitStatus] = a.exit_status;
   j[field::kReason] = std::string(name_of(a.reason));
   j[field::kLastStep] = optional(a.last_step);
-  j[field::kStep] = a.step;
+  j[field::kStep] = a.srun_step;
   j[field::kWorldSize] = optional(a.world_size);
   if (!a.lost_nodes.empty()) {
     j[field::kLostNodes] = a.lost_nodes;
@@ -445,7 +445,7 @@ std::optional<Attempt> parse_attempt_line(std::string_view line) {
     a.array_task_id = number_field<int64_t>(j, field::kArrayTaskId);
     a.last_step = number_field<int64_t>(j, field::kLastStep);
     // The step and node-loss fields are newer than the ledger: absent or null reads as unset.
-    a.step = number_field<int64_t>(j, field::kStep).value_or(0);
+    a.srun_step = number_field<int64_t>(j, field::kStep).value_or(0);
     a.world_size = number_field<int64_t>(j, field::kWorldSize);
     a.lost_nodes = text_field(j, field::kLostNodes);
     a.added_nodes = text_field(j, field::kAddedNodes);

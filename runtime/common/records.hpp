@@ -311,7 +311,8 @@ struct Attempt {
   int64_t exit_status = 0;
   Reason reason = Reason::kCompleted;
   std::optional<int64_t> last_step;  // the newest committed checkpoint
-  int64_t step = 0;  // the srun step within the job attempt; 0 on lines that predate steps
+  // The srun step within the job attempt ("step" in the file); 0 on lines that predate steps.
+  int64_t srun_step = 0;
   std::optional<int64_t> world_size;
   // Set on node-loss lines: node names as written (comma-separated); added_nodes is empty when
   // the world shrank instead.

@@ -369,7 +369,7 @@ TEST(Records, TheDocumentedLedgerLinesRead) {
       R"("start":"2026-11-22T02:48:10Z","end":"2026-11-22T14:43:10Z","exit_status":75,)"
       R"("reason":"requeued","last_step":52000})");
   ASSERT_TRUE(old);
-  EXPECT_EQ(old->step, 0);
+  EXPECT_EQ(old->srun_step, 0);
   EXPECT_FALSE(old->world_size);
   EXPECT_FALSE(old->array_task_id);
   EXPECT_EQ(old->last_step, 52000);
@@ -417,7 +417,7 @@ TEST(Records, AppendedLedgerLinesReadBackAndCountJobAttempts) {
   TempDir dir;
   Attempt first = node_loss_line();
   Attempt second = node_loss_line();
-  second.step = 1;
+  second.srun_step = 1;
   second.reason = Reason::kCompleted;
   second.lost_nodes.clear();
   Attempt third = second;

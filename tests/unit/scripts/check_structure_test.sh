@@ -9,7 +9,7 @@ src=$1 python=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-mkdir -p runtime/train launcher/step launcher/render tests/unit
+mkdir -p runtime/train launcher/supervisor launcher/render tests/unit
 
 fields() {  # N: a class body of N fields
   local i
@@ -35,7 +35,7 @@ CPP
 cat > runtime/train/takes.cpp <<'CPP'
 void build(const spec::TrainSpec& train, int rank) { use(train, rank); }
 CPP
-cat > launcher/step/holds.hpp <<'CPP'
+cat > launcher/supervisor/holds.hpp <<'CPP'
 class Holder {
   const spec::Spec& spec_;
 };
@@ -54,7 +54,7 @@ grep -q 'bad takes spec::Spec' <<<"$out" || fail "the read was not named: $out"
 check runtime/train/adapter.cpp >/dev/null || fail "an adapter failed"
 out=$(check runtime/train/takes.cpp 2>&1) && fail "taking a spec section passed"
 grep -q 'build takes spec::TrainSpec' <<<"$out" || fail "taking a section: $out"
-out=$(check launcher/step/holds.hpp 2>&1) && fail "holding the spec passed"
+out=$(check launcher/supervisor/holds.hpp 2>&1) && fail "holding the spec passed"
 grep -q 'class Holder holds a spec' <<<"$out" || fail "holding: $out"
 check launcher/render/render.cpp >/dev/null || fail "the renderer is out of scope but failed"
 echo "check_structure_test: every planted breach named, nothing else"

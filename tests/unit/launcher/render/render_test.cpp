@@ -9,7 +9,7 @@
 #include "common/process.hpp"
 #include "render/render.hpp"
 #include "spec/literal.hpp"
-#include "step/decide.hpp"
+#include "supervisor/decide.hpp"
 #include "support/test_util.hpp"
 
 namespace hpctrain::render {
@@ -147,7 +147,8 @@ TEST(Render, SpareNodesAndNoKill) {
     const auto r = load_config("smoke-cpu.toml", std::move(overrides));
     const auto o = sbatch_options(r.spec);
     // The recovery knobs reach the step supervisor the script hands over to through the spec.
-    return std::make_pair(std::set<std::string>(o.begin(), o.end()), step::knobs_from_spec(r.spec));
+    return std::make_pair(std::set<std::string>(o.begin(), o.end()),
+                          supervisor::knobs_from_spec(r.spec));
   };
   const auto [plain, plain_knobs] = options_of({"job.nodes=3"});
   EXPECT_TRUE(plain.count("--nodes=3"));

@@ -98,10 +98,10 @@ TEST(RunDir, AttemptsLedgerWithNodeLosses) {
   const auto a = records::read_attempts(dir.path(), &malformed);
   ASSERT_EQ(a.size(), 5u);
   EXPECT_EQ(malformed, 0u);
-  EXPECT_EQ(a[0].step, 0);
+  EXPECT_EQ(a[0].srun_step, 0);
   EXPECT_FALSE(a[0].world_size);
   EXPECT_FALSE(records::is_node_loss(a[0].reason));
-  EXPECT_EQ(a[1].step, 0);
+  EXPECT_EQ(a[1].srun_step, 0);
   EXPECT_EQ(a[1].world_size, 6);
   EXPECT_EQ(a[1].lost_nodes, "n2");
   EXPECT_EQ(a[1].added_nodes, "n4");
@@ -109,10 +109,10 @@ TEST(RunDir, AttemptsLedgerWithNodeLosses) {
   EXPECT_EQ(a[1].detected_by, "slurmd on n2 refused the connection");
   EXPECT_EQ(a[1].stop_s, 1.3);
   EXPECT_EQ(a[1].recover_s, 22.8);
-  EXPECT_EQ(a[2].step, 1);
+  EXPECT_EQ(a[2].srun_step, 1);
   EXPECT_EQ(a[2].stop_s, 2.0);
   EXPECT_FALSE(a[2].recover_s);
-  EXPECT_EQ(a[3].step, 2);
+  EXPECT_EQ(a[3].srun_step, 2);
   EXPECT_TRUE(records::is_node_loss(a[4].reason));
   // Lines per srun step, attempts per (job_id, restart): 12/0, 12/1, 14/0.
   EXPECT_EQ(records::count_job_attempts(a), 3u);

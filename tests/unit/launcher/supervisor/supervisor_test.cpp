@@ -1,5 +1,5 @@
-// The step supervisor's sequences against a fake Slurm (launcher/step/supervisor.hpp): the one
-// FakeSlurm answers for scontrol, sinfo and squeue and records what was asked, a stand-in probe
+// The step supervisor's sequences against a fake Slurm (launcher/supervisor/supervisor.hpp): the
+// one FakeSlurm answers for scontrol, sinfo and squeue and records what was asked, a stand-in probe
 // answers for the slurmds;
 // a stand-in srun first on PATH plays each step from RUN/play-N.sh and records its argv and
 // environment. sbatch_node_loss runs the same through the rendered script with every branch.
@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/exit_codes.hpp"
-#include "step/supervisor.hpp"
+#include "supervisor/supervisor.hpp"
 #include "support/test_util.hpp"
 #include "unit/launcher/slurm/fake_slurm.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 namespace {
 
 using test::read_text;
@@ -536,4 +536,4 @@ TEST_F(Supervise, SetupFailureLine) {
 }
 
 }  // namespace
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

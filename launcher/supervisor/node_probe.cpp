@@ -1,4 +1,4 @@
-#include "step/node_probe.hpp"
+#include "supervisor/node_probe.hpp"
 
 #include <netdb.h>
 #include <poll.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <memory>
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 
 namespace {
 
@@ -95,4 +95,4 @@ Unanswered probe_slurmds(const Nodes& nodes, int port, milliseconds timeout) {
   return out;
 }
 
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

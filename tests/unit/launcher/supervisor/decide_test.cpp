@@ -1,13 +1,13 @@
-// The step supervisor's decisions as pure functions (launcher/step/decide.hpp): the failure chain,
-// the no-progress count with an attempt's own checkpoint as progress, the nodes a step trains on,
-// the avoidance of nodes lost earlier, recovery after a loss, the ledger's reasons and the
-// verdicts read from metrics.jsonl.
+// The step supervisor's decisions as pure functions (launcher/supervisor/decide.hpp): the failure
+// chain, the no-progress count with an attempt's own checkpoint as progress, the nodes a step
+// trains on, the avoidance of nodes lost earlier, recovery after a loss, the ledger's reasons and
+// the verdicts read from metrics.jsonl.
 #include <gtest/gtest.h>
 
 #include "common/exit_codes.hpp"
-#include "step/decide.hpp"
+#include "supervisor/decide.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 namespace {
 
 records::Reason reason_named(const std::string& name) {
@@ -256,4 +256,4 @@ TEST(StepDecide, VerdictsOfThisStepOnly) {
 }
 
 }  // namespace
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

@@ -1,4 +1,4 @@
-#include "step/supervisor.hpp"
+#include "supervisor/supervisor.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -22,7 +22,7 @@
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 
 volatile std::sig_atomic_t g_terminated = 0;
 
@@ -137,7 +137,7 @@ class Supervisor {
     a.exit_status = status;
     a.reason = reason;
     a.last_step = run::last_committed_step(c_.task_dir);
-    a.step = srun_.index;
+    a.srun_step = srun_.index;
     a.world_size = srun_.world;
     return a;
   }
@@ -596,4 +596,4 @@ AttemptContext context_from_env() {
   return c;
 }
 
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

@@ -18,10 +18,10 @@
 
 #include "render/render.hpp"
 #include "slurm/client.hpp"
-#include "step/decide.hpp"
-#include "step/node_probe.hpp"
+#include "supervisor/decide.hpp"
+#include "supervisor/node_probe.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 
 // The job attempt as the batch script and Slurm's environment describe it.
 struct AttemptContext {
@@ -67,4 +67,4 @@ int supervise(const AttemptContext& context, const SupervisorOptions& options,
 void record_setup_failure(const AttemptContext& context, int status, records::Reason reason,
                           int64_t world);
 
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

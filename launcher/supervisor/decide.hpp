@@ -13,7 +13,7 @@
 #include "common/records.hpp"
 #include "spec/spec.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 
 using Nodes = std::vector<std::string>;
 
@@ -103,4 +103,4 @@ bool is_node_name(const std::string& name);
 std::string join(const Nodes& nodes);
 bool contains(const Nodes& nodes, const std::string& node);
 
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

@@ -1,4 +1,4 @@
-#include "step/decide.hpp"
+#include "supervisor/decide.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "common/exit_codes.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 
 Knobs knobs_from_spec(const spec::Spec& spec) {
   Knobs k;
@@ -196,4 +196,4 @@ std::optional<double> find_started(const std::vector<records::MetricsRecord>& re
   return std::nullopt;
 }
 
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

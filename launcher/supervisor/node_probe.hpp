@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/records.hpp"
-#include "step/decide.hpp"
+#include "supervisor/decide.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 
 // (node, cause) for each node whose slurmd did not answer: kSilent when nothing answered within
 // the deadline (cut off, powered off), kRefused when the connection was refused or the name does
@@ -29,4 +29,4 @@ using NodeProbe =
 // take one, in order.
 Unanswered probe_slurmds(const Nodes& nodes, int port, std::chrono::milliseconds timeout);
 
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor

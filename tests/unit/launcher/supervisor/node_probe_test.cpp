@@ -1,6 +1,6 @@
-// The slurmd probe (launcher/step/node_probe.hpp) against loopback ports: a listener answers, a
-// closed port and a name that does not resolve are refused; the answer keeps the nodes' order.
-#include "step/node_probe.hpp"
+// The slurmd probe (launcher/supervisor/node_probe.hpp) against loopback ports: a listener answers,
+// a closed port and a name that does not resolve are refused; the answer keeps the nodes' order.
+#include "supervisor/node_probe.hpp"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 
 #include "common/unique_fd.hpp"
 
-namespace hpctrain::step {
+namespace hpctrain::supervisor {
 namespace {
 
 using namespace std::chrono_literals;
@@ -43,4 +43,4 @@ TEST(NodeProbe, ListenerAnswersClosedPortAndUnknownNameAreRefused) {
 }
 
 }  // namespace
-}  // namespace hpctrain::step
+}  // namespace hpctrain::supervisor
