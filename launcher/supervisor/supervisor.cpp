@@ -62,6 +62,22 @@ T or_unknown(Ask ask, T unknown) {
   return unknown;
 }
 
+// A ledger line of the job attempt `c` ending now with `status` for `reason`: the whole
+// allocation, from the attempt's start (a step's line narrows both).
+records::Attempt attempt_line(const AttemptContext& c, int status, records::Reason reason) {
+  records::Attempt a;
+  a.job_id = c.job;
+  a.array_task_id = c.array_task;
+  a.restart = c.restart;
+  a.nodes = c.nodes;
+  a.start = c.started;
+  a.end = utc_now();
+  a.exit_status = status;
+  a.reason = reason;
+  a.last_step = run::last_committed_step(c.task_dir);
+  return a;
+}
+
 // The node-loss fields of a ledger line.
 void copy_loss(const records::Attempt& from, records::Attempt& to) {
   to.lost_nodes = from.lost_nodes;
@@ -126,17 +142,11 @@ class Supervisor {
  private:
   std::string tag() const { return std::to_string(c_.restart) + "." + std::to_string(srun_.index); }
 
+  // The ledger line of the srun step running now.
   records::Attempt line(int status, records::Reason reason) const {
-    records::Attempt a;
-    a.job_id = c_.job;
-    a.array_task_id = c_.array_task;
-    a.restart = c_.restart;
+    records::Attempt a = attempt_line(c_, status, reason);
     a.nodes = srun_.nodelist;
     a.start = srun_.started;
-    a.end = utc_now();
-    a.exit_status = status;
-    a.reason = reason;
-    a.last_step = run::last_committed_step(c_.task_dir);
     a.srun_step = srun_.index;
     a.world_size = srun_.world;
     return a;
@@ -550,16 +560,7 @@ int supervise(const AttemptContext& context, const SupervisorOptions& options,
 
 void record_setup_failure(const AttemptContext& c, int status, records::Reason reason,
                           int64_t world) {
-  records::Attempt a;
-  a.job_id = c.job;
-  a.array_task_id = c.array_task;
-  a.restart = c.restart;
-  a.nodes = c.nodes;
-  a.start = c.started;
-  a.end = utc_now();
-  a.exit_status = status;
-  a.reason = reason;
-  a.last_step = run::last_committed_step(c.task_dir);
+  records::Attempt a = attempt_line(c, status, reason);
   if (world > 0) a.world_size = world;
   records::append_attempt(c.task_dir, a);
 }
