@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "common/error.hpp"
 #include "dist/grad_sync.hpp"
 #include "dist/process_group.hpp"
@@ -103,6 +105,41 @@ TEST(GradSync, AveragesEveryBucketAfterBackward) {
 
 TEST(GradSync, AveragesThroughFp16Compression) {
   expect_averaged(/*world=*/2, /*steps=*/1, {kBucketMb, kFp16, /*overlap=*/true});
+}
+
+// train.grad_compression is the type on the wire, and each choice rounds a gradient its own way:
+// 1 + 2^-9 needs 9 mantissa bits (fp16 has 10, bf16 7: it arrives as 1), 2^-30 is below fp16's
+// smallest subnormal (2^-24: it arrives as 0) and within bf16's range. Both ranks send the same
+// gradient, so the average is the value as the wire type holds it. fp16 sent as bf16, or either
+// as fp32, gives another row of this table.
+TEST(GradSync, EachCompressionPutsItsOwnTypeOnTheWire) {
+  const float a = 1.0f + std::ldexp(1.0f, -9);
+  const float b = std::ldexp(1.0f, -30);
+  struct Case {
+    spec::GradCompression compression;
+    std::vector<float> arrives;
+  };
+  const std::vector<Case> cases = {
+      {kNone, {a, b}}, {kFp16, {a, 0.0f}}, {spec::GradCompression::kBf16, {1.0f, b}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string("train.grad_compression = ") +
+                 std::string(spec::name_of(c.compression)));
+    std::vector<at::Tensor> got(2);
+    test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
+      at::Tensor p = torch::zeros({2}).requires_grad_(true);
+      GradSync sync({"p"}, {p}, comm, {kBucketMb, c.compression, /*overlap=*/true});
+      sync.prepare();
+      (p * torch::tensor({a, b})).sum().backward();
+      sync.finish();
+      got[static_cast<size_t>(comm.rank())] = p.grad().clone();
+    });
+    for (const at::Tensor& g : got) {
+      EXPECT_EQ(g.scalar_type(), at::kFloat) << "the gradient is not back in fp32";
+      EXPECT_TRUE(torch::equal(g, torch::tensor(c.arrives)))
+          << "the averaged gradient is " << g << ", want " << torch::tensor(c.arrives)
+          << ": the gradients did not travel as the chosen type";
+    }
+  }
 }
 
 TEST(GradSync, OneRankKeepsItsOwnGradients) {
