@@ -256,6 +256,14 @@ void check_launch(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
                "container runtime " + quote(std::string(name_of(j.container.runtime))) +
                    " needs an image");
   }
+  // apptainer takes the image as a word of its own (pyxis as --container-image=IMAGE); a local
+  // image is an absolute path by now, a reference must not look like an option.
+  if (j.container.runtime == ContainerRuntime::kApptainer && j.container.image &&
+      j.container.image->rfind('-', 0) == 0) {
+    sink.error(origin_of(m, "job.container.image"), "job.container.image",
+               quote(*j.container.image) + " starts with '-': apptainer would read it as an option",
+               "an image file or a reference such as docker://nvcr.io/nvidia/pytorch:24.01-py3");
+  }
   for (const auto& mount : j.container.mounts) {
     if (mount.find(',') != std::string::npos || mount.empty()) {
       sink.error(origin_of(m, "job.container.mounts"), "job.container.mounts",

@@ -136,6 +136,26 @@ TEST(SpecErrors, ReservedAndMalformedEnvironmentNames) {
   EXPECT_FALSE(is_reserved_env_name("NCCL_DEBUG"));
 }
 
+// A value read where a program takes its options: `module load -f` would be a flag, and so would
+// an Apptainer image reference that starts with '-' (a word of its own after `apptainer exec`).
+// pyxis takes the image as --container-image=IMAGE, one word: any first character is fine there.
+TEST(SpecErrors, OptionLikeValuesAreRefusedWhereAProgramReadsOptions) {
+  TempDir dir;
+  const std::string job = "[job]\nname = \"t\"\nrun_dir = \"/r\"\nmodules = ";
+  auto all = errors_of(dir, job + "[\"gcc/12\", \"-f\"]\n[data]\nsynthetic = true\n");
+  EXPECT_ERROR_AT(all, "job.modules", 4, 1, "not starting with -");
+  all = errors_of(dir, minimal_spec("[job.container]\nruntime = \"apptainer\"\n"
+                                    "image = \"--bind=/:/x://y\"\n"));
+  EXPECT_ERROR_AT(all, "job.container.image", 8, 1, "read it as an option");
+  // A local image file is resolved to an absolute path; pyxis's option is one word.
+  EXPECT_TRUE(errors_of(dir, job + "[\"gcc/12\", \"a-f\"]\n[data]\nsynthetic = true\n"
+                                   "[job.container]\nruntime = \"apptainer\"\n"
+                                   "image = \"-x.sif\"\n")
+                  .empty());
+  EXPECT_TRUE(errors_of(dir, minimal_spec("[job.container]\nruntime = \"pyxis\"\nimage = \"-x\"\n"))
+                  .empty());
+}
+
 TEST(SpecErrors, ExtraSbatchIsValidated) {
   TempDir dir;
   const auto all = errors_of(dir, minimal_spec(),
