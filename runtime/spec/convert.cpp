@@ -14,7 +14,8 @@ namespace {
 
 bool matches_charset(const std::string& s, Charset charset) {
   static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]*");
-  static const std::regex kModule("[A-Za-z0-9._+/@-]+");
+  // Not starting with '-': `module load` would read the name as one of its options.
+  static const std::regex kModule("[A-Za-z0-9._+/@][A-Za-z0-9._+/@-]*");
   static const std::regex kPath("[A-Za-z0-9._+@,=:/~{}-]+");
   static const std::regex kHostlist("[A-Za-z0-9._,\\[\\]-]+");
   static const std::regex kSlurmWord("[A-Za-z0-9._:,?+@%-]+");
@@ -46,7 +47,7 @@ std::string_view charset_words(Charset charset) {
     case Charset::kName:
       return "letters, digits, '.', '_' and '-', starting with a letter or digit";
     case Charset::kModule:
-      return "letters, digits and . _ + / @ -";
+      return "letters, digits and . _ + / @ -, not starting with -";
     case Charset::kPath:
       return "letters, digits and . _ + @ , = : / ~ - (no spaces, quotes or %)";
     case Charset::kConstraint:

@@ -79,7 +79,21 @@ void check_extra_sbatch(const Typed& t, DiagnosticSink& sink) {
   }
 }
 
-bool is_reserved(const std::string& name) {
+// Variables bash gives a meaning of its own: the batch script exports job.env with bash, which
+// evaluates a value given to RANDOM, SRANDOM, OPTIND or HISTCMD as arithmetic (running any
+// $(...) in an array subscript: code from the spec), refuses UID, EUID, PPID and BASH_VERSINFO
+// (read-only), and replaces or drops the others before the worker sees them.
+bool is_shell_variable(const std::string& name) {
+  static const std::set<std::string> kBash = {
+      "BASH",         "BASHOPTS", "BASHPID",    "DIRSTACK", "EPOCHREALTIME",
+      "EPOCHSECONDS", "EUID",     "FUNCNAME",   "GROUPS",   "HISTCMD",
+      "LINENO",       "OPTIND",   "PIPESTATUS", "PPID",     "RANDOM",
+      "SECONDS",      "SHLVL",    "SRANDOM",    "UID",      "_"};
+  return kBash.count(name) || name.rfind("BASH_", 0) == 0;  // BASH_ARGV0, BASH_COMPAT, ...
+}
+
+// Set by Slurm, the MPI launcher, the shell, the loader or hpctrain.
+bool is_launcher_variable(const std::string& name) {
   static const std::set<std::string> kExact = {"PATH",
                                                "HOME",
                                                "USER",
@@ -117,6 +131,10 @@ bool is_reserved(const std::string& name) {
   return false;
 }
 
+bool is_reserved(const std::string& name) {
+  return is_launcher_variable(name) || is_shell_variable(name);
+}
+
 void check_env(const Typed& t, DiagnosticSink& sink) {
   static const std::regex kName("[A-Za-z_][A-Za-z0-9_]*");
   for (const auto& [name, value] : std::get<std::map<std::string, std::string>>(t.value)) {
@@ -125,11 +143,16 @@ void check_env(const Typed& t, DiagnosticSink& sink) {
     if (!std::regex_match(name, kName) || name.size() > 256) {
       sink.error(origin, "job.env." + name, "not a valid environment variable name",
                  "letters, digits and '_', not starting with a digit");
-    } else if (is_reserved(name)) {
+    } else if (is_launcher_variable(name)) {
       sink.error(origin, "job.env." + name,
                  "reserved: set by Slurm, the MPI/PMIx launcher, the shell, the dynamic loader or "
                  "hpctrain itself",
                  "choose another variable; to load software use job.modules");
+    } else if (is_shell_variable(name)) {
+      sink.error(origin, "job.env." + name,
+                 "reserved: bash, which runs the batch script, sets it itself, refuses it or "
+                 "evaluates the value given as arithmetic: the worker would not get it as written",
+                 "choose another variable");
     }
     if (value.size() > 32768) {
       sink.error(origin, "job.env." + name, "value longer than 32768 bytes");
@@ -255,6 +278,14 @@ void check_launch(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
     sink.error(origin_of(m, "job.container.runtime"), "job.container.image",
                "container runtime " + quote(std::string(name_of(j.container.runtime))) +
                    " needs an image");
+  }
+  // apptainer takes the image as a word of its own (pyxis as --container-image=IMAGE); a local
+  // image is an absolute path by now, a reference must not look like an option.
+  if (j.container.runtime == ContainerRuntime::kApptainer && j.container.image &&
+      j.container.image->rfind('-', 0) == 0) {
+    sink.error(origin_of(m, "job.container.image"), "job.container.image",
+               quote(*j.container.image) + " starts with '-': apptainer would read it as an option",
+               "an image file or a reference such as docker://nvcr.io/nvidia/pytorch:24.01-py3");
   }
   for (const auto& mount : j.container.mounts) {
     if (mount.find(',') != std::string::npos || mount.empty()) {

@@ -29,7 +29,7 @@ enum class Presence { kRequired, kOptional, kDefault };
 enum class Charset {
   kFree,
   kName,        // [A-Za-z0-9._-], starts alphanumeric: job names, accounts, partitions, qos
-  kModule,      // [A-Za-z0-9._+/@-]: module names
+  kModule,      // [A-Za-z0-9._+/@-], not starting with '-': module names
   kPath,        // [A-Za-z0-9._+@,=:/~-] and {name}: paths that appear in #SBATCH lines
   kConstraint,  // [A-Za-z0-9_.&|,()*!:[]-]: Slurm feature expressions
   kMemory,      // digits with an optional K/M/G/T suffix

@@ -136,6 +136,46 @@ TEST(SpecErrors, ReservedAndMalformedEnvironmentNames) {
   EXPECT_FALSE(is_reserved_env_name("NCCL_DEBUG"));
 }
 
+// The batch script exports job.env with bash: under a name bash treats as its own, a value was
+// evaluated as arithmetic (RANDOM = "PIPESTATUS[$(cmd)]" ran cmd), refused (UID) or replaced
+// before the worker saw it (_, SHLVL, LINENO). Found by render_hostile_tests.
+TEST(SpecErrors, ShellVariablesAreReserved) {
+  TempDir dir;
+  const auto all = errors_of(
+      dir, minimal_spec("[job.env]\nRANDOM = \"PIPESTATUS[$(touch PWNED)]\"\nOPTIND = \"1\"\n"
+                        "UID = \"1\"\n_ = \"x\"\nSHLVL = \"3\"\nBASH_ARGV0 = \"x\"\n"
+                        "RANDOM_SEED = \"1\"\nBASHFUL = \"1\"\n"));
+  for (const char* key : {"job.env.RANDOM", "job.env.OPTIND", "job.env.UID", "job.env._",
+                          "job.env.SHLVL", "job.env.BASH_ARGV0"}) {
+    ASSERT_NE(find(all, key), nullptr) << key << "\n" << format_all(all);
+    EXPECT_NE(find(all, key)->message.find("reserved: bash"), std::string::npos) << key;
+  }
+  EXPECT_EQ(find(all, "job.env.RANDOM_SEED"), nullptr);
+  EXPECT_EQ(find(all, "job.env.BASHFUL"), nullptr);
+  EXPECT_TRUE(is_reserved_env_name("SRANDOM"));
+  EXPECT_FALSE(is_reserved_env_name("RANDOM_SEED"));
+}
+
+// A value read where a program takes its options: `module load -f` would be a flag, and so would
+// an Apptainer image reference that starts with '-' (a word of its own after `apptainer exec`).
+// pyxis takes the image as --container-image=IMAGE, one word: any first character is fine there.
+TEST(SpecErrors, OptionLikeValuesAreRefusedWhereAProgramReadsOptions) {
+  TempDir dir;
+  const std::string job = "[job]\nname = \"t\"\nrun_dir = \"/r\"\nmodules = ";
+  auto all = errors_of(dir, job + "[\"gcc/12\", \"-f\"]\n[data]\nsynthetic = true\n");
+  EXPECT_ERROR_AT(all, "job.modules", 4, 1, "not starting with -");
+  all = errors_of(dir, minimal_spec("[job.container]\nruntime = \"apptainer\"\n"
+                                    "image = \"--bind=/:/x://y\"\n"));
+  EXPECT_ERROR_AT(all, "job.container.image", 8, 1, "read it as an option");
+  // A local image file is resolved to an absolute path; pyxis's option is one word.
+  EXPECT_TRUE(errors_of(dir, job + "[\"gcc/12\", \"a-f\"]\n[data]\nsynthetic = true\n"
+                                   "[job.container]\nruntime = \"apptainer\"\n"
+                                   "image = \"-x.sif\"\n")
+                  .empty());
+  EXPECT_TRUE(errors_of(dir, minimal_spec("[job.container]\nruntime = \"pyxis\"\nimage = \"-x\"\n"))
+                  .empty());
+}
+
 TEST(SpecErrors, ExtraSbatchIsValidated) {
   TempDir dir;
   const auto all = errors_of(dir, minimal_spec(),
