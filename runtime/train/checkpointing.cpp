@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/slow_env.hpp"
 #include "common/error.hpp"
 #include "common/run_layout.hpp"
 #include "common/time.hpp"
@@ -46,6 +47,7 @@ CheckpointOptions checkpoint_options_from_spec(const spec::Spec& spec,
   o.policy.async = c.async;
   o.policy.job_end_time = job_end_time;
   o.content = content_options_from_spec(spec, hooks);
+  o.slow_fsync_seconds = hooks.slow_fsync_seconds;
   return o;
 }
 
@@ -56,9 +58,13 @@ Checkpointer::Checkpointer(const CheckpointOptions& options, dist::Communicator&
       content_(options.content, comm, out),
       policy_(options.policy, policy_now()) {
   if (!options.enabled) return;
+  if (options.slow_fsync_seconds > 0) {
+    slow_env_ = checkpoint::slow_fsync_env(checkpoint::default_env(), options.slow_fsync_seconds);
+  }
   commit_ = std::make_unique<CheckpointCommit>(
       std::make_unique<checkpoint::Store>(options.dir.string(), options.store, comm.rank(),
-                                          comm.size()),
+                                          comm.size(),
+                                          slow_env_ ? *slow_env_ : checkpoint::default_env()),
       comm, out);
 }
 

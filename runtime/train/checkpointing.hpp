@@ -39,6 +39,7 @@ struct CheckpointOptions {
   checkpoint::StoreOptions store;
   SavePolicyOptions policy;
   ContentOptions content;
+  double slow_fsync_seconds = 0;  // TrainHooks::slow_fsync_seconds
 };
 // `run_dir` empty: no checkpoints. `job_end_time`: SLURM_JOB_END_TIME, the deadline's.
 CheckpointOptions checkpoint_options_from_spec(const spec::Spec& spec,
@@ -82,7 +83,8 @@ class Checkpointer {
   std::ostream* out_;
   CheckpointContent content_;
   SavePolicy policy_;
-  std::unique_ptr<CheckpointCommit> commit_;  // null when checkpoints are off
+  std::unique_ptr<checkpoint::Env> slow_env_;  // null unless a test slows the filesystem
+  std::unique_ptr<CheckpointCommit> commit_;   // null when checkpoints are off
 };
 
 }  // namespace hpctrain::train

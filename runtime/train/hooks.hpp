@@ -36,6 +36,9 @@ struct TrainHooks {
   // train/checkpoint_content.hpp).
   std::set<std::string> resume_skip;
   std::filesystem::path resume_pieces_file;
+  // A slow filesystem under the checkpoints: each file's fsync takes this many seconds longer
+  // (HPCTRAIN_TEST_SLOW_FSYNC; checkpoint/slow_env.hpp). 0: the filesystem as it is.
+  double slow_fsync_seconds = 0;
 };
 
 }  // namespace hpctrain::train

@@ -88,6 +88,7 @@ EnvOverrides read_env_overrides(const dist::EnvMap& env) {
   o.test.fp16_growth_interval = positive_integer(env, "HPCTRAIN_FP16_GROWTH_INTERVAL");
   o.test.resume_skip = comma_list(env, "HPCTRAIN_RESUME_SKIP");
   o.test.resume_pieces_file = value(env, "HPCTRAIN_RESUME_PIECES").value_or("");
+  o.test.slow_fsync_seconds = positive_number(env, "HPCTRAIN_TEST_SLOW_FSYNC");
   return o;
 }
 

@@ -53,6 +53,9 @@ struct TestPlants {
   std::set<std::string> resume_skip;
   // HPCTRAIN_RESUME_PIECES=FILE: rank 0 lists the pieces of state it restored there.
   std::string resume_pieces_file;
+  // HPCTRAIN_TEST_SLOW_FSYNC=SECONDS: each checkpoint file's fsync takes that much longer (a slow
+  // filesystem, checkpoint/slow_env.hpp).
+  std::optional<double> slow_fsync_seconds;
 };
 
 struct EnvOverrides {

@@ -137,6 +137,7 @@ train::TrainHooks train_hooks(const TestPlants& test) {
   h.fp16_growth_interval = test.fp16_growth_interval;
   h.resume_skip = test.resume_skip;
   h.resume_pieces_file = test.resume_pieces_file;
+  h.slow_fsync_seconds = test.slow_fsync_seconds.value_or(0);
   return h;
 }
 
