@@ -333,6 +333,12 @@ const char* reason_color(records::Reason reason) {
       return "#3949ab";
     case Reason::kNodeLostRequeued:
       return "#546e7a";
+    case Reason::kChained:
+      return "#00acc1";
+    case Reason::kFailedChained:
+      return "#ffb300";
+    case Reason::kNodeLostChained:
+      return "#90a4ae";
   }
   return "#757575";
 }

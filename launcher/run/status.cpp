@@ -15,7 +15,8 @@ namespace F = records::field;
 // The node losses of the ledger, one object each: what was lost and added, when and how it was
 // detected, how long stopping and recovering took, and how the run went on ("replaced": a spare
 // took the lost node's place; "shrank": the next step ran on fewer ranks; "requeued": the job was
-// requeued instead). "recovered" is whether training went on in the same allocation.
+// requeued instead; "chained": the next job of a chain took over, Slurm having refused the
+// requeue). "recovered" is whether training went on in the same allocation.
 nlohmann::json node_loss_records(const std::vector<records::Attempt>& attempts) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json out = nlohmann::json::array();
@@ -63,6 +64,7 @@ std::string node_loss_text(const nlohmann::json& e) {
   if (e[F::kStopS].is_number()) out += "; survivors stopped in " + seconds(e[F::kStopS]);
   const auto outcome = e["outcome"].get<std::string>();
   if (outcome == "requeued") return out + "; fell back to requeue";
+  if (outcome == "chained") return out + "; fell back to the next job of a chain";
   if (outcome == "replaced") {
     out += "; replaced by " + e[F::kAddedNodes].get<std::string>();
   } else if (e["next_world_size"].is_number_integer()) {

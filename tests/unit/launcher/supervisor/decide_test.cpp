@@ -44,6 +44,13 @@ TEST(StepDecide, ConsecutiveFailuresEndAtAnyOtherLine) {
   EXPECT_EQ(consecutive_failures({line("failed"), line("failed"), line("node_lost_requeued")}), 0);
   EXPECT_EQ(consecutive_failures({line("node_lost_requeued"), line("failed"), line("failed")}), 2);
   EXPECT_EQ(consecutive_failures({line("failed"), line("requeued"), line("failed_requeued")}), 1);
+  // Across a chain (Slurm refused the requeue) as across requeues.
+  EXPECT_EQ(consecutive_failures(
+                {line("failed_chained"), line("failed_requeued"), line("failed_chained")}),
+            3)
+      << "the failures of a chain's jobs are not counted";
+  EXPECT_EQ(consecutive_failures({line("failed_chained"), line("chained")}), 0);
+  EXPECT_EQ(consecutive_failures({line("failed_chained"), line("node_lost_chained")}), 0);
 }
 
 TEST(StepDecide, AttemptsWithoutProgressCountTheFirstCommitAsProgress) {
