@@ -182,6 +182,7 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
   // wrote a line per srun step.
   j["attempts"] = records::count_job_attempts(attempts);
   j["restarts"] = restarts(attempts);
+  j["chained"] = chained_attempts(attempts);
   if (s.malformed_attempts) j["malformed_ledger_lines"] = s.malformed_attempts;
   if (!attempts.empty()) {
     const auto& a = attempts.back();
@@ -237,7 +238,12 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
 
 void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string& indent) {
   out << indent << "attempts:   " << d["attempts"].get<size_t>() << " ("
-      << d["restarts"].get<int64_t>() << " restarts)\n";
+      << d["restarts"].get<int64_t>() << " restarts";
+  // A chained attempt is no requeue: say how many restarts were a chain's next job.
+  if (const auto chained = d.value("chained", size_t{0}); chained > 0) {
+    out << ", " << chained << " of them by a chain";
+  }
+  out << ")\n";
   if (d.contains("last_attempt")) {
     const auto& a = d["last_attempt"];
     out << indent << "last:       " << a[F::kReason].get<std::string>() << ", exit status "
@@ -285,7 +291,10 @@ nlohmann::json status_report(const Snapshot& snapshot, const std::vector<slurm::
   nlohmann::json out;
   out["run_dir"] = fs::absolute(snapshot.dir).lexically_normal().string();
   out["job_id"] = submission ? nlohmann::json(submission->job_id) : nlohmann::json(nullptr);
-  if (submission) out["submitted_at"] = submission->submitted_at;
+  if (submission) {
+    out["submitted_at"] = submission->submitted_at;
+    out["chain"] = job_ids(snapshot.chain);
+  }
   out["slurm"] = nlohmann::json::array();
   for (const auto& s : states) {
     out["slurm"].push_back({{"job_id", s.job_id},
@@ -315,6 +324,14 @@ void print_status(std::ostream& out, const nlohmann::json& report) {
   } else {
     out << "job:        " << report["job_id"].get<std::string>() << " (submitted "
         << report["submitted_at"].get<std::string>() << ")\n";
+    // A chain (Slurm refused the requeue): every job of it, the one above last.
+    if (report.contains("chain") && report["chain"].size() > 1) {
+      std::string jobs;
+      for (const auto& id : report["chain"])
+        jobs += (jobs.empty() ? "" : " -> ") + id.get<std::string>();
+      out << "chain:      " << jobs << " (each job continued the one before: Slurm refused the "
+          << "requeue)\n";
+    }
     if (report["slurm"].empty()) {
       out << "slurm:      "
           << (report.contains("slurm_error")
