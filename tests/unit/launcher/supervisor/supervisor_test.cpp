@@ -414,6 +414,32 @@ TEST_F(Supervise, EvictVerdictWithFullyQualifiedHostReplacesTheNode) {
   EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
 }
 
+// Node names that are prefixes of one another (n1, n10, n100): a verdict's fully qualified host
+// replaces the node of exactly its short name, never one whose name begins like it, and is not
+// taken as ambiguous (which would leave the hung or slow node in the next step).
+TEST_F(Supervise, VerdictHostReplacesItsOwnNodeNotOneNamedLikeIt) {
+  slurm_.allocation = {"b", "n1", "n10", "n100", "n2"};
+  struct Case {
+    std::string kind, node, next_nodes;
+  };
+  for (const auto& c : {Case{"hang", "n10", "n1,n100,n2"}, Case{"evict", "n1", "n10,n100,n2"},
+                        Case{"hang", "n100", "n1,n10,n2"}}) {
+    start_over();
+    test::fs::remove(dir_ / "run" / "metrics.jsonl");
+    const std::string host = c.node + ".cluster.local";
+    play(1, verdict_play(c.kind, host, c.kind == "hang" ? kExitHang : kExitEvict));
+    play(2, "exit 0");
+    EXPECT_EQ(run(), 0);
+    const auto l = ledger();
+    ASSERT_EQ(l.size(), 2u) << "the " << c.kind << " verdict of " << host
+                            << " replaced no node: " << read_text(dir_ / "run" / "attempts.jsonl");
+    EXPECT_EQ(l[0]["lost_nodes"], c.node)
+        << "the " << c.kind << " verdict of " << host << " replaced the wrong node";
+    EXPECT_EQ(l[1]["nodes"], c.next_nodes) << host << "'s node is still in the next step";
+    EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
+  }
+}
+
 // A host that is none of the step's nodes, even by its short name, names no node: the step's
 // failure is an ordinary one (requeued, counted as a failure).
 TEST_F(Supervise, VerdictOnAnUnknownHostIsAnOrdinaryFailure) {
