@@ -82,7 +82,9 @@ TEST_F(CommandClientTest, SubmitWithAndWithoutTheChainsOptions) {
   EXPECT_EQ(calls(),
             "sbatch --parsable /runs/a/job.sbatch\n"
             "sbatch --parsable --dependency=afterany:7 --export=ALL,HPCTRAIN_CHAIN_RESTART=1 "
-            "--exclude=n2,n3 /runs/a/job.sbatch\n");
+            "--exclude=n2,n3 /runs/a/job.sbatch\n")
+      << "a chain's next job must be submitted to start once job 7 has ended "
+         "(--dependency=afterany:7)";
   EXPECT_THROW(client_->submit("/runs/a/job.sbatch", {"", {"A=1,2"}, ""}), std::invalid_argument);
   answer("sbatch", "Submitted batch job 9\n");
   try {

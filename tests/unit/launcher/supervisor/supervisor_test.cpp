@@ -238,7 +238,9 @@ TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
   EXPECT_EQ(
       slurm_.calls,
       (std::vector<std::string>{
-          "requeue 7", "submit job.sbatch after=7 export=HPCTRAIN_CHAIN_RESTART=1 exclude=n2"}));
+          "requeue 7", "submit job.sbatch after=7 export=HPCTRAIN_CHAIN_RESTART=1 exclude=n2"}))
+      << "the next job of the chain must start after job 7 has ended (afterany), without the "
+         "lost node";
   EXPECT_EQ(ledger().back()["reason"], "node_lost_chained") << "a chained attempt called requeued";
   EXPECT_EQ(ledger().back()["excluded"], "n2") << "what the next job excludes";
   const auto last = records::last_submission(run_dir());
