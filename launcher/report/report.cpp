@@ -270,6 +270,14 @@ json collect(const fs::path& run_dir) {
   } else {
     out["submission"] = nullptr;
   }
+  // The jobs of its chain, oldest first (one, unless Slurm refused a requeue and the run went on
+  // in the next job of a chain).
+  out["chain"] = json::array();
+  for (const auto& s : snapshot.chain) {
+    json link{{F::kJobId, s.job_id}, {F::kSubmittedAt, s.submitted_at}};
+    if (!s.chained_from.empty()) link[F::kChainedFrom] = s.chained_from;
+    out["chain"].push_back(link);
+  }
   if (submission && submission->array_tasks > 0) {
     for (const auto& task : snapshot.tasks) {
       json r = report_describe(task);
@@ -333,6 +341,12 @@ const char* reason_color(records::Reason reason) {
       return "#3949ab";
     case Reason::kNodeLostRequeued:
       return "#546e7a";
+    case Reason::kChained:
+      return "#00acc1";
+    case Reason::kFailedChained:
+      return "#ffb300";
+    case Reason::kNodeLostChained:
+      return "#90a4ae";
   }
   return "#757575";
 }

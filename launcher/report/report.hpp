@@ -10,9 +10,10 @@
 
 namespace hpctrain::report {
 
-// Everything the page draws, as JSON: the run, its submission, and one entry in "runs" per run
-// directory (the run itself, or task-NNN/ of a job array) with its metrics as columns in file
-// order, its attempts, its committed checkpoints and a summary of its spec. Throws
+// Everything the page draws, as JSON: the run, its submission and the jobs of its chain ("chain",
+// oldest first), and one entry in "runs" per run directory (the run itself, or task-NNN/ of a job
+// array) with its metrics as columns in file order, its attempts, its committed checkpoints and a
+// summary of its spec. Throws
 // run::RunDirError when `run_dir` is not a run directory (no spec.toml).
 nlohmann::json collect(const std::filesystem::path& run_dir);
 

@@ -53,6 +53,13 @@ std::string list_progress(const nlohmann::json& r) {
   return out;
 }
 
+// "2", or "2 (chain: 3 jobs)" for a run that the jobs of a chain continued.
+std::string list_restarts(const nlohmann::json& r) {
+  std::string out = std::to_string(r["restarts"].get<int64_t>());
+  if (r["chain"].size() > 1) out += " (chain: " + std::to_string(r["chain"].size()) + " jobs)";
+  return out;
+}
+
 // "75.00%", or "-" before the first evaluation.
 std::string list_top1(const nlohmann::json& r) {
   if (r["top1"].is_null()) return "-";
@@ -87,6 +94,8 @@ nlohmann::json list_row(const fs::path& root, const ListEntry& e, const RunSumma
       {"top1", opt(s.top1)},
       {"attempts", s.attempts},
       {"restarts", s.restarts},
+      {"chained", s.chained},
+      {"chain", s.chain},
       {"checkpoint_step", opt(s.checkpoint_step)},
       {"checkpoint_age_s", opt(s.checkpoint_age_s)}};
   if (!s.spec_error.empty()) r["spec_error"] = s.spec_error;
@@ -137,6 +146,8 @@ RunSummary summarize_run(const fs::path& dir) {
   }
   s.attempts = records::count_job_attempts(snapshot.attempts);
   s.restarts = restarts(snapshot.attempts);
+  s.chained = chained_attempts(snapshot.attempts);
+  s.chain = job_ids(snapshot.chain);
   if (!snapshot.attempts.empty()) s.last_reason = snapshot.attempts.back().reason;
   s.checkpoint_step = snapshot.checkpoint_step;
   s.checkpoint_age_s = snapshot.checkpoint_age_s;
@@ -214,8 +225,8 @@ void print_list(std::ostream& out, const nlohmann::json& listing) {
   for (const auto& r : listing["runs"]) {
     out << pad(r["name"].get<std::string>(), name_width) << "  "
         << pad(r["state"].get<std::string>(), 16) << "  " << pad(list_progress(r), 18) << "  "
-        << pad(list_top1(r), 7) << "  " << pad(std::to_string(r["restarts"].get<int64_t>()), 8)
-        << "  " << list_checkpoint(r) << '\n';
+        << pad(list_top1(r), 7) << "  " << pad(list_restarts(r), 8) << "  " << list_checkpoint(r)
+        << '\n';
   }
 }
 

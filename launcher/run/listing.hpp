@@ -35,6 +35,8 @@ struct RunSummary {
   std::optional<double> top1;                  // the last eval line's top-1, in [0, 1]
   size_t attempts = 0;                         // job attempts: (job_id, restart) pairs
   int64_t restarts = 0;                        // the highest SLURM_RESTART_COUNT an attempt saw
+  size_t chained = 0;                          // attempts a chain's next job continued
+  std::vector<std::string> chain;              // the last submission's chain's job ids
   std::optional<int64_t> checkpoint_step;      // the newest committed checkpoint
   std::optional<int64_t> checkpoint_age_s;     // seconds since its manifest was written
   std::string spec_error;                      // why the frozen spec did not load, if it did not
@@ -61,14 +63,16 @@ std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
                                     std::vector<std::string>& job_ids);
 
 // `list --json`'s object: {"root", "runs": [a row per entry], "slurm_error" when the query
-// failed}. Each row is summarize_run's and the ledger's last reason, with its state: Slurm's from
+// failed}. Each row is summarize_run's (its chain as "chain", the job ids) and the ledger's last
+// reason, with its state: Slurm's from
 // `states` (by job id), "unsubmitted", "unknown" when the query failed, else the ledger's last
 // word ("ledger:REASON") for a job Slurm no longer knows.
 nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& entries,
                          const std::vector<slurm::JobState>& states,
                          const std::string& slurm_error);
 
-// list_rows' runs as `list` prints them: a header and one line per run.
+// list_rows' runs as `list` prints them: a header and one line per run; a run continued by a chain
+// says so after its restarts ("2 (chain: 3 jobs)").
 void print_list(std::ostream& out, const nlohmann::json& listing);
 
 }  // namespace hpctrain::run

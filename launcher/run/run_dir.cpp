@@ -196,9 +196,14 @@ std::vector<NodeLoss> node_losses(const std::vector<records::Attempt>& attempts)
         break;
       }
     }
-    const bool requeued = a.reason == records::Reason::kNodeLostRequeued;
-    n.outcome = requeued ? "requeued" : a.added_nodes.empty() ? "shrank" : "replaced";
-    n.recovered = !requeued && a.recover_s.has_value();
+    if (a.reason == records::Reason::kNodeLostRequeued) {
+      n.outcome = "requeued";
+    } else if (a.reason == records::Reason::kNodeLostChained) {
+      n.outcome = "chained";
+    } else {
+      n.outcome = a.added_nodes.empty() ? "shrank" : "replaced";
+    }
+    n.recovered = a.reason == records::Reason::kNodeLost && a.recover_s.has_value();
     out.push_back(n);
   }
   return out;

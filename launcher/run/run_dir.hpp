@@ -73,8 +73,9 @@ struct NodeLoss {
   // that step runs, or when no step took over.
   bool next_step_ended = false;
   std::optional<int64_t> next_world_size;
-  // "replaced" (spares took the lost nodes' places), "shrank" (the next step ran without them) or
-  // "requeued" (the job fell back to a requeue).
+  // "replaced" (spares took the lost nodes' places), "shrank" (the next step ran without them),
+  // "requeued" (the job fell back to a requeue) or "chained" (to the next job of a chain, Slurm
+  // having refused the requeue).
   std::string outcome;
   bool recovered = false;  // training went on in the same allocation (recover_s is set)
 };

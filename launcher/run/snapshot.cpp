@@ -10,7 +10,9 @@ namespace hpctrain::run {
 Snapshot read_snapshot(const std::filesystem::path& dir, SnapshotParts parts) {
   Snapshot s;
   s.dir = dir;
-  s.submission = records::last_submission(dir);
+  const auto submissions = records::read_submissions(dir);
+  if (!submissions.empty()) s.submission = submissions.back();
+  s.chain = records::last_chain(submissions);
   // An array run's ledger, metrics and checkpoints are its tasks'.
   const bool array = s.submission && s.submission->array_tasks > 0;
   if (!(array && parts.tasks)) {
@@ -39,6 +41,20 @@ Snapshot read_snapshot(const std::filesystem::path& dir, SnapshotParts parts) {
 int64_t restarts(const std::vector<records::Attempt>& attempts) {
   int64_t out = 0;
   for (const auto& a : attempts) out = std::max(out, a.restart);
+  return out;
+}
+
+size_t chained_attempts(const std::vector<records::Attempt>& attempts) {
+  std::vector<records::Attempt> chained;
+  for (const auto& a : attempts) {
+    if (records::is_chain(a.reason)) chained.push_back(a);
+  }
+  return records::count_job_attempts(chained);
+}
+
+std::vector<std::string> job_ids(const std::vector<records::Submission>& chain) {
+  std::vector<std::string> out;
+  for (const auto& s : chain) out.push_back(s.job_id);
   return out;
 }
 

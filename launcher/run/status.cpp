@@ -15,7 +15,8 @@ namespace F = records::field;
 // The node losses of the ledger, one object each: what was lost and added, when and how it was
 // detected, how long stopping and recovering took, and how the run went on ("replaced": a spare
 // took the lost node's place; "shrank": the next step ran on fewer ranks; "requeued": the job was
-// requeued instead). "recovered" is whether training went on in the same allocation.
+// requeued instead; "chained": the next job of a chain took over, Slurm having refused the
+// requeue). "recovered" is whether training went on in the same allocation.
 nlohmann::json node_loss_records(const std::vector<records::Attempt>& attempts) {
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json out = nlohmann::json::array();
@@ -63,6 +64,7 @@ std::string node_loss_text(const nlohmann::json& e) {
   if (e[F::kStopS].is_number()) out += "; survivors stopped in " + seconds(e[F::kStopS]);
   const auto outcome = e["outcome"].get<std::string>();
   if (outcome == "requeued") return out + "; fell back to requeue";
+  if (outcome == "chained") return out + "; fell back to the next job of a chain";
   if (outcome == "replaced") {
     out += "; replaced by " + e[F::kAddedNodes].get<std::string>();
   } else if (e["next_world_size"].is_number_integer()) {
@@ -180,6 +182,7 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
   // wrote a line per srun step.
   j["attempts"] = records::count_job_attempts(attempts);
   j["restarts"] = restarts(attempts);
+  j["chained"] = chained_attempts(attempts);
   if (s.malformed_attempts) j["malformed_ledger_lines"] = s.malformed_attempts;
   if (!attempts.empty()) {
     const auto& a = attempts.back();
@@ -235,7 +238,12 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
 
 void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string& indent) {
   out << indent << "attempts:   " << d["attempts"].get<size_t>() << " ("
-      << d["restarts"].get<int64_t>() << " restarts)\n";
+      << d["restarts"].get<int64_t>() << " restarts";
+  // A chained attempt is no requeue: say how many restarts were a chain's next job.
+  if (const auto chained = d.value("chained", size_t{0}); chained > 0) {
+    out << ", " << chained << " of them by a chain";
+  }
+  out << ")\n";
   if (d.contains("last_attempt")) {
     const auto& a = d["last_attempt"];
     out << indent << "last:       " << a[F::kReason].get<std::string>() << ", exit status "
@@ -283,7 +291,10 @@ nlohmann::json status_report(const Snapshot& snapshot, const std::vector<slurm::
   nlohmann::json out;
   out["run_dir"] = fs::absolute(snapshot.dir).lexically_normal().string();
   out["job_id"] = submission ? nlohmann::json(submission->job_id) : nlohmann::json(nullptr);
-  if (submission) out["submitted_at"] = submission->submitted_at;
+  if (submission) {
+    out["submitted_at"] = submission->submitted_at;
+    out["chain"] = job_ids(snapshot.chain);
+  }
   out["slurm"] = nlohmann::json::array();
   for (const auto& s : states) {
     out["slurm"].push_back({{"job_id", s.job_id},
@@ -313,6 +324,14 @@ void print_status(std::ostream& out, const nlohmann::json& report) {
   } else {
     out << "job:        " << report["job_id"].get<std::string>() << " (submitted "
         << report["submitted_at"].get<std::string>() << ")\n";
+    // A chain (Slurm refused the requeue): every job of it, the one above last.
+    if (report.contains("chain") && report["chain"].size() > 1) {
+      std::string jobs;
+      for (const auto& id : report["chain"])
+        jobs += (jobs.empty() ? "" : " -> ") + id.get<std::string>();
+      out << "chain:      " << jobs << " (each job continued the one before: Slurm refused the "
+          << "requeue)\n";
+    }
     if (report["slurm"].empty()) {
       out << "slurm:      "
           << (report.contains("slurm_error")

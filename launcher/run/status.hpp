@@ -25,9 +25,10 @@ nlohmann::json describe_run_dir(const Snapshot& snapshot);
 void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string& indent);
 
 // `status --json`'s object for the run directory of `snapshot` (read with its tasks): its absolute
-// path ("run_dir"), its last submission ("job_id", null when never submitted; "submitted_at"),
-// Slurm's answer for that job ("slurm": `states`; "slurm_error" when the query failed) and
-// describe_run_dir's fields, or one such object per task ("tasks") for an array run.
+// path ("run_dir"), its last submission ("job_id", null when never submitted; "submitted_at";
+// "chain": the job ids of its chain, oldest first, this one last), Slurm's answer for that job
+// ("slurm": `states`; "slurm_error" when the query failed) and describe_run_dir's fields, or one
+// such object per task ("tasks") for an array run.
 nlohmann::json status_report(const Snapshot& snapshot, const std::vector<slurm::JobState>& states,
                              const std::string& slurm_error);
 

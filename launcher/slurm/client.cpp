@@ -130,6 +130,12 @@ class CommandClient : public SlurmClient {
   void requeue(const std::string& job_id) override {
     const auto r = change({"scontrol", "requeue", job_id});
     throw_if_unreachable("scontrol", r);
+    // The requeue signals every process of the job, this scontrol too when it has not exited by
+    // then: one ended by a signal may well have been carried out, and is no refusal.
+    if (r.exit_status > 128) {
+      throw SlurmUnreachable("scontrol requeue " + job_id + " was ended by signal " +
+                             std::to_string(r.exit_status - 128) + " before it answered");
+    }
     if (r.exit_status != 0) {
       const auto words = said(r);
       throw SlurmError("scontrol requeue " + job_id + " was refused" +

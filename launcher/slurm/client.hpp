@@ -49,7 +49,9 @@ class SlurmClient {
   // knows): what `hpctrain list` shows. Jobs neither knows are missing from the result.
   virtual std::vector<JobState> query_all(const std::vector<std::string>& job_ids) = 0;
   virtual void cancel(const std::string& job_id) = 0;
-  // scontrol requeue JOB. Slurm's refusal says "scontrol requeue JOB was refused (scontrol: ...)".
+  // scontrol requeue JOB. Slurm's refusal says "scontrol requeue JOB was refused (scontrol: ...)";
+  // a scontrol ended by a signal (the requeue's own, when it is slow to exit) is SlurmUnreachable,
+  // since the requeue may have been carried out.
   virtual void requeue(const std::string& job_id) = 0;
   // scontrol update JobId=JOB ExcNodeList=LIST.
   virtual void exclude_nodes(const std::string& job_id, const std::string& nodelist) = 0;

@@ -102,6 +102,10 @@ struct NodeWatch {
   int port = 0;  // slurmd's
 };
 
+// How the run goes on after an attempt that asks for another: the job requeued, the next job of a
+// chain submitted (Slurm refused the requeue), or neither (the job ends with the step's status).
+enum class Continued { kRequeued, kChained, kNeither };
+
 // The srun step running now (0, 1, ... within the job attempt).
 struct SrunStep {
   int64_t index = 0;
@@ -158,7 +162,7 @@ class Supervisor {
   void look_again(int status);
   bool handle_loss(int status);
   int finish();
-  int requeue_or_chain(bool excluding);
+  Continued requeue_or_chain(bool excluding);
   bool exclusion_allowed();
   void exclude_on_requeue();
 
@@ -491,36 +495,40 @@ int Supervisor::finish() {
   const bool excluding = requeueing && exclusion_allowed();
   if (excluding) a.excluded = join(nodes_.exclude);
   a.avoided = join(nodes_.avoided);
+  // The line is written once it is known how the run goes on: a chained attempt is not called
+  // requeued. A requeue's TERM is handled here and KillWait leaves the time to write it.
+  const Continued how = requeueing ? requeue_or_chain(excluding) : Continued::kNeither;
+  if (how == Continued::kChained) a.reason = records::chained(reason);
   records::append_attempt(c_.task_dir, a);
   say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
-      std::string(records::name_of(reason)));
-  return requeueing ? requeue_or_chain(excluding) : status_;
+      std::string(records::name_of(a.reason)));
+  if (how == Continued::kRequeued && excluding) exclude_on_requeue();
+  return how == Continued::kNeither ? status_ : kExitOk;
 }
 
 // Requeues the job; where Slurm refuses, submits the next job of a chain instead (with
 // preemption.chain), which resumes the run as a requeued attempt would.
-int Supervisor::requeue_or_chain(bool excluding) {
+Continued Supervisor::requeue_or_chain(bool excluding) {
   try {
     slurm_.requeue(c_.job);
-    if (excluding) exclude_on_requeue();
-    return kExitOk;
+    return Continued::kRequeued;
   } catch (const slurm::SlurmUnreachable& e) {
     // The request may have reached the controller all the same: a next job of a chain could then
     // run beside the requeued one, in the same run directory.
     warn("hpctrain: scontrol requeue " + c_.job + " got no answer (" + e.what() +
          "); no chain is submitted: if the job does not come back, resubmit with "
          "'hpctrain submit'");
-    return status_;
+    return Continued::kNeither;
   } catch (const slurm::SlurmError& e) {
     warn(std::string("hpctrain: ") + e.what());
   }
   if (!k_.chain) {
     warn("hpctrain: preemption.chain is off; resubmit with 'hpctrain submit'");
-    return status_;
+    return Continued::kNeither;
   }
   if (c_.array_task) {
     warn("hpctrain: an array task does not chain; resubmit with 'hpctrain submit'");
-    return status_;
+    return Continued::kNeither;
   }
   // The next link takes the nodes lost so far as --exclude: the same rule as ExcNodeList.
   const std::string exclude = excluding ? join(nodes_.exclude) : std::string();
@@ -532,13 +540,13 @@ int Supervisor::requeue_or_chain(bool excluding) {
   } catch (const slurm::SlurmError& e) {
     warn(std::string("hpctrain: the next job of the chain could not be submitted (") + e.what() +
          "); resubmit with 'hpctrain submit'");
-    return status_;
+    return Continued::kNeither;
   }
   records::append_submission(c_.task_dir, {next, utc_now(), 0, c_.job});
   say("hpctrain: job " + next + " continues the run once job " + c_.job +
       " has ended (a chain: Slurm does not requeue this job)" +
       (exclude.empty() ? std::string() : "; it excludes " + exclude));
-  return kExitOk;
+  return Continued::kChained;
 }
 
 }  // namespace

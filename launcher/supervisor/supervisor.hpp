@@ -56,7 +56,9 @@ SupervisorOptions supervisor_options_from_spec(const spec::Spec& spec,
                                                const std::string& spec_file);
 
 // Runs the job attempt's srun steps to the end and returns the batch job's exit status (0 when it
-// requeued the job). What Slurm does not answer (no controller) counts as unknown, as a refusal
+// requeued the job or submitted the next job of a chain). The attempt's last ledger line is
+// written once that is decided, its reason saying which (requeued, or chained where Slurm refused
+// the requeue). What Slurm does not answer (no controller) counts as unknown, as a refusal
 // does: no node is watched, none excluded, no step signalled through Slurm, and a job of unknown
 // state is taken as still running. A requeue that got no answer is not followed by a chain: it
 // may have taken effect, and two jobs would then run in the one run directory.

@@ -260,12 +260,32 @@ bool is_requeue(Reason reason) {
          reason == Reason::kNodeLostRequeued;
 }
 
+bool is_chain(Reason reason) {
+  return reason == Reason::kChained || reason == Reason::kFailedChained ||
+         reason == Reason::kNodeLostChained;
+}
+
+Reason chained(Reason reason) {
+  switch (reason) {
+    case Reason::kRequeued:
+      return Reason::kChained;
+    case Reason::kFailedRequeued:
+      return Reason::kFailedChained;
+    case Reason::kNodeLostRequeued:
+      return Reason::kNodeLostChained;
+    default:
+      return reason;
+  }
+}
+
 bool is_node_loss(Reason reason) {
-  return reason == Reason::kNodeLost || reason == Reason::kNodeLostRequeued;
+  return reason == Reason::kNodeLost || reason == Reason::kNodeLostRequeued ||
+         reason == Reason::kNodeLostChained;
 }
 
 bool is_failure(Reason reason) {
-  return reason == Reason::kFailed || reason == Reason::kFailedRequeued;
+  return reason == Reason::kFailed || reason == Reason::kFailedRequeued ||
+         reason == Reason::kFailedChained;
 }
 
 bool is_final(Reason reason) {
@@ -281,6 +301,9 @@ bool is_final(Reason reason) {
     case Reason::kFailedRequeued:
     case Reason::kNodeLost:
     case Reason::kNodeLostRequeued:
+    case Reason::kChained:
+    case Reason::kFailedChained:
+    case Reason::kNodeLostChained:
       return false;
   }
   return false;
@@ -535,6 +558,18 @@ std::optional<Submission> last_submission(const fs::path& run_dir) {
   auto all = read_submissions(run_dir);
   if (all.empty()) return std::nullopt;
   return std::move(all.back());
+}
+
+std::vector<Submission> last_chain(const std::vector<Submission>& submissions) {
+  std::vector<Submission> out;
+  if (submissions.empty()) return out;
+  out.push_back(submissions.back());
+  // Back from the last line: each link's predecessor is the latest earlier line of that job.
+  for (size_t i = submissions.size() - 1; i-- > 0 && !out.back().chained_from.empty();) {
+    if (submissions[i].job_id == out.back().chained_from) out.push_back(submissions[i]);
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 void append_submission(const fs::path& run_dir, const Submission& submission) {

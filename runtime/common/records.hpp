@@ -32,7 +32,9 @@ namespace fs = std::filesystem;
 
 // The kinds of metrics.jsonl's lines (its "kind" field).
 enum class MetricsKind { kTrain, kEval, kRanks, kStarted, kHang, kEvict };
-// Why a ledger line's srun step ended (attempts.jsonl's "reason").
+// Why a ledger line's srun step ended (attempts.jsonl's "reason"). Each reason the job is requeued
+// for has a chained twin: the same end, where Slurm refused the requeue and the next job of a
+// chain continues the run instead.
 enum class Reason {
   kCompleted,
   kRequeued,
@@ -44,6 +46,9 @@ enum class Reason {
   kNoProgress,
   kNodeLost,
   kNodeLostRequeued,
+  kChained,
+  kFailedChained,
+  kNodeLostChained,
 };
 // How a node loss was found (attempts.jsonl's "cause"): its slurmd did not answer (silent) or
 // refused the probe, the hang watchdog named its ranks, or it was evicted as a straggler.
@@ -58,9 +63,10 @@ struct Names<MetricsKind> {
 };
 template <>
 struct Names<Reason> {
-  static constexpr std::array<std::string_view, 10> kValues = {
-      "completed",  "requeued",     "restart_limit", "failed_requeued", "failed",
-      "terminated", "setup_failed", "no_progress",   "node_lost",       "node_lost_requeued"};
+  static constexpr std::array<std::string_view, 13> kValues = {
+      "completed",  "requeued",       "restart_limit",    "failed_requeued", "failed",
+      "terminated", "setup_failed",   "no_progress",      "node_lost",       "node_lost_requeued",
+      "chained",    "failed_chained", "node_lost_chained"};
 };
 template <>
 struct Names<Cause> {
@@ -93,9 +99,15 @@ constexpr std::array<E, Names<E>::kValues.size()> all() {
 // What a reason means (docs/run-directory.md). The job is requeued after the line: requeued,
 // failed_requeued, node_lost_requeued.
 bool is_requeue(Reason reason);
-// A node was lost: node_lost, node_lost_requeued.
+// The next job of a chain continues the run after the line (Slurm refused the requeue): chained,
+// failed_chained, node_lost_chained.
+bool is_chain(Reason reason);
+// The chained twin of a requeue reason (requeued: chained, ...); any other reason itself.
+Reason chained(Reason reason);
+// A node was lost: node_lost, node_lost_requeued, node_lost_chained.
 bool is_node_loss(Reason reason);
-// A failure that counts against preemption.max_consecutive_failures: failed, failed_requeued.
+// A failure that counts against preemption.max_consecutive_failures: failed, failed_requeued,
+// failed_chained.
 bool is_failure(Reason reason);
 // The run has ended for good, no attempt can follow: completed, failed, restart_limit,
 // no_progress, setup_failed, terminated.
@@ -357,6 +369,10 @@ std::optional<Submission> parse_submission_line(std::string_view line);
 std::vector<Submission> read_submissions(const fs::path& run_dir, size_t* malformed = nullptr);
 // The last submission (the one status, logs and cancel act on), if any.
 std::optional<Submission> last_submission(const fs::path& run_dir);
+// The chain the last of `submissions` belongs to, oldest first: the submit that began it and each
+// job that continued the one before (chained_from), back from the last; the last alone when it
+// continues none; empty when there is none.
+std::vector<Submission> last_chain(const std::vector<Submission>& submissions);
 // Appends `submission` as one line (one write, then fsync); throws common::FileError.
 void append_submission(const fs::path& run_dir, const Submission& submission);
 

@@ -8,9 +8,12 @@ directory it was written from. Expected counts come from the run's files, read h
   a step wins), against wall time one per line; each series holds as many numbers, and their sum
   is that of the last values written; resumes marked on step charts, attempt starts on wall-time
   charts;
-- the timeline: one .attempt-bar per attempts.jsonl line, one .checkpoint-mark per committed
-  checkpoint (step-N/ with manifest.json), per run (each task of a job array);
-- node losses (node_lost, node_lost_requeued lines): one .node-loss-mark on the timeline and one
+- the timeline: one .attempt-bar per attempts.jsonl line, labelled with that line's reason, one
+  .checkpoint-mark per committed checkpoint (step-N/ with manifest.json), per run (each task of a
+  job array);
+- a run continued by a chain of jobs (submissions.jsonl's chained_from): the header names every
+  job of the chain;
+- node losses (node_lost, node_lost_requeued, node_lost_chained lines): one .node-loss-mark on the timeline and one
   mark on each wall-time chart per loss with a readable detection time, one .node-loss-row per
   loss in the node-loss table showing the lost and added nodes, and the header's count;
 - the run directory's path shows in the header as it is (escaping kept it whole).
@@ -60,9 +63,9 @@ def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float('inf')
 
 
-def expected_charts(run_dir, prefix):
-    records = []
-    path = os.path.join(run_dir, 'metrics.jsonl')
+def json_objects(path):
+    """The lines of a .jsonl file that are JSON objects, in file order; none when it is missing."""
+    out = []
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
@@ -70,8 +73,14 @@ def expected_charts(run_dir, prefix):
                     r = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(r, dict) and isinstance(r.get('kind'), str) and isinstance(r.get('step'), int):
-                    records.append(r)
+                if isinstance(r, dict):
+                    out.append(r)
+    return out
+
+
+def expected_charts(run_dir, prefix):
+    records = [r for r in json_objects(os.path.join(run_dir, 'metrics.jsonl'))
+               if isinstance(r.get('kind'), str) and isinstance(r.get('step'), int)]
     out = {}
     for qid, kind, cols in QUANTITIES:
         lines = [r for r in records if r['kind'] == kind]
@@ -99,19 +108,22 @@ def committed(run_dir):
     return n
 
 
+def ledger(run_dir):
+    """The ledger's lines that are JSON objects, in file order."""
+    return json_objects(os.path.join(run_dir, 'attempts.jsonl'))
+
+
 def attempts(run_dir):
-    path = os.path.join(run_dir, 'attempts.jsonl')
-    if not os.path.exists(path):
-        return 0
-    n = 0
-    with open(path) as f:
-        for line in f:
-            try:
-                if isinstance(json.loads(line), dict):
-                    n += 1
-            except ValueError:
-                pass
-    return n
+    return len(ledger(run_dir))
+
+
+def chain(submissions):
+    """The job ids of the last submission's chain, oldest first (chained_from back from the last)."""
+    out = [submissions[-1]]
+    for s in reversed(submissions[:-1]):
+        if out[-1].get('chained_from') and s.get('job_id') == out[-1]['chained_from']:
+            out.append(s)
+    return [s['job_id'] for s in reversed(out)]
 
 
 def starts_after_first(run_dir):
@@ -132,18 +144,8 @@ def starts_after_first(run_dir):
 
 def node_losses(run_dir):
     """The ledger's node-loss lines, in file order."""
-    path = os.path.join(run_dir, 'attempts.jsonl')
-    out = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    a = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(a, dict) and a.get('reason') in ('node_lost', 'node_lost_requeued'):
-                    out.append(a)
-    return out
+    return [a for a in ledger(run_dir)
+            if a.get('reason') in ('node_lost', 'node_lost_requeued', 'node_lost_chained')]
 
 
 def detected_readable(loss):
@@ -220,6 +222,9 @@ def check_timeline(name, d, dom, text):
     marks = sum(1 for t, a, s in dom.elements if a.get('class') == 'checkpoint-mark' and s == name)
     if bars != attempts(d):
         fail('%s: %d attempt bars, expected %d' % (name, bars, attempts(d)))
+    reasons = [a.get('data-reason') for t, a, s in dom.elements if a.get('class') == 'attempt-bar' and s == name]
+    if reasons != [str(a.get('reason')) for a in ledger(d)]:
+        fail('%s: the attempt bars say %s, the ledger %s' % (name, reasons, [a.get('reason') for a in ledger(d)]))
     if marks != committed(d):
         fail('%s: %d checkpoint marks, expected %d' % (name, marks, committed(d)))
     losses = node_losses(d)
@@ -255,7 +260,11 @@ def main():
         fail('the run directory %r is not shown whole in the page' % want_dir)
 
     with open(os.path.join(run_dir, 'submissions.jsonl')) as f:
-        sub = [json.loads(l) for l in f if l.strip()][-1]
+        submissions = [json.loads(l) for l in f if l.strip()]
+    sub = submissions[-1]
+    jobs = chain(submissions)
+    if len(jobs) > 1 and ' \u2192 '.join(jobs) not in text:
+        fail('the header does not show the chain of jobs %s' % ' -> '.join(jobs))
     tasks = sub.get('array_tasks', 0)
     runs = [('task-%03d' % t, os.path.join(run_dir, 'task-%03d' % t)) for t in range(tasks)] if tasks else [('run', run_dir)]
 

@@ -7,6 +7,9 @@ make_fixture.py preempted DIR   a run requeued once and then completed: metrics.
 make_fixture.py array DIR       a job array of two tasks, each like the above (the second one with
                                 no evaluation yet and a single attempt)
 make_fixture.py empty DIR       submitted, nothing run yet: no metrics, no attempts
+make_fixture.py chain DIR       a run Slurm would not requeue, continued by a chain of three jobs
+                                (4711, 4712, 4713): the first two attempts chained, the third
+                                completes; submissions.jsonl has a line a job
 make_fixture.py nodeloss DIR    a run that lost nodes inside its allocation: attempt 1 goes on
                                 after losing node2 (a spare takes its place) and node3 (the world
                                 shrinks), then loses node4 and falls back to a requeue; attempt 2
@@ -59,6 +62,12 @@ def checkpoint(d, step, t):
                    'world_size': 2}, f, indent=2, sort_keys=True)
 
 
+def jsonl(path, records):
+    with open(path, 'w') as f:
+        for r in records:
+            f.write(json.dumps(r) + '\n')
+
+
 def train_line(step, t, loss):
     return {'kind': 'train', 'step': step, 'epoch': 1 + (step - 1) // 40, 'loss': loss,
             'lr': 0.1 * (1 - step / 130), 'images_per_s': 400.0 + step, 'loss_scale': 1.0,
@@ -102,12 +111,8 @@ def preempted(d, job_id, task=None, evals=True, resumed=True):
     # Not committed: a step directory without its manifest, and a save in progress.
     os.makedirs(os.path.join(d, 'checkpoints', 'step-000000100'))
     os.makedirs(os.path.join(d, 'checkpoints', '.step-000000110.tmp'))
-    with open(os.path.join(d, 'metrics.jsonl'), 'w') as f:
-        for line in lines:
-            f.write(json.dumps(line) + '\n')
-    with open(os.path.join(d, 'attempts.jsonl'), 'w') as f:
-        for a in attempts:
-            f.write(json.dumps(a) + '\n')
+    jsonl(os.path.join(d, 'metrics.jsonl'), lines)
+    jsonl(os.path.join(d, 'attempts.jsonl'), attempts)
 
 
 def nodeloss(d, job_id):
@@ -153,12 +158,35 @@ def nodeloss(d, job_id):
             a['recover_s'] = None if end['reason'] == 'node_lost_requeued' else round(nxt + 5 - detected - 0.412, 3)
             t = nxt
         attempts.append(a)
-    with open(os.path.join(d, 'metrics.jsonl'), 'w') as f:
-        for line in lines:
-            f.write(json.dumps(line) + '\n')
-    with open(os.path.join(d, 'attempts.jsonl'), 'w') as f:
-        for a in attempts:
-            f.write(json.dumps(a) + '\n')
+    jsonl(os.path.join(d, 'metrics.jsonl'), lines)
+    jsonl(os.path.join(d, 'attempts.jsonl'), attempts)
+
+
+def chain(d):
+    os.makedirs(d, exist_ok=True)
+    spec(d, os.path.basename(d))
+    lines, attempts = [], []
+    t = T0
+    # (job, first and last training step, checkpoint, reason): each job resumes from the last.
+    links = [('4711', 10, 40, 40, 'chained'), ('4712', 50, 80, 80, 'chained'),
+             ('4713', 90, 120, 120, 'completed')]
+    for restart, (job, first, last, ckpt, reason) in enumerate(links):
+        for step in range(first, last + 10, 10):
+            lines.append(train_line(step, t + 5 + (step - first) * 2, 2.0 - step / 100))
+        checkpoint(d, ckpt, t + 6 + (last - first) * 2)
+        end = t + 10 + (last - first) * 2
+        attempts.append({'job_id': job, 'array_task_id': None, 'restart': restart,
+                         'nodes': 'node01', 'start': iso(t), 'end': iso(end),
+                         'exit_status': 0 if reason == 'completed' else 75, 'reason': reason,
+                         'last_step': ckpt, 'step': 0, 'world_size': 2})
+        t = end + 30
+    jsonl(os.path.join(d, 'metrics.jsonl'), lines)
+    jsonl(os.path.join(d, 'attempts.jsonl'), attempts)
+    submissions = [{'job_id': job, 'submitted_at': iso(T0 - 5 + 100 * i), 'array_tasks': 0}
+                   for i, (job, *_) in enumerate(links)]
+    for before, s in zip(submissions, submissions[1:]):
+        s['chained_from'] = before['job_id']
+    jsonl(os.path.join(d, 'submissions.jsonl'), submissions)
 
 
 def submission(d, job_id, array_tasks):
@@ -181,6 +209,8 @@ def main():
     elif kind == 'nodeloss':
         nodeloss(d, '4711')
         submission(d, '4711', 0)
+    elif kind == 'chain':
+        chain(d)
     elif kind == 'empty':
         spec(d, os.path.basename(d))
         submission(d, '4900', 0)

@@ -21,13 +21,15 @@ else
   echo "[rank $rank/$SLURM_NTASKS $(hostname -s)] payload on stderr, restart $restart" >&2
 fi
 : > "$mark"
-# Returns once the test has written RUN_DIR/go; exits 1 after 120 s without it.
+# wait_for_go [NAME]: returns once the test has written RUN_DIR/NAME (default go); exits 1 after
+# 120 s without it.
 wait_for_go() {
+  local go=$HPCTRAIN_RUN_DIR/${1:-go}
   for _ in $(seq 1 600); do
-    [[ -e $HPCTRAIN_RUN_DIR/go ]] && return 0
+    [[ -e $go ]] && return 0
     sleep 0.2
   done
-  echo "payload: no go file within 120 s" >&2
+  echo "payload: no $go within 120 s" >&2
   exit 1
 }
 case ${PAYLOAD_MODE:-ok} in
@@ -38,11 +40,11 @@ case ${PAYLOAD_MODE:-ok} in
     exit 0 ;;
   requeue-once) (( restart == 0 )) && exit 75; exit 0 ;;
   requeue-always) exit 75 ;;
-  go-then-requeue-once)
-    # The first attempt waits for the go file (the test changes the job first), then asks to be
-    # requeued; later ones complete.
-    (( restart > 0 )) && exit 0
-    wait_for_go
+  go-then-requeue-twice)
+    # The first two attempts each wait for their go file (go-0, go-1: the test changes the job
+    # first), then ask to be requeued; the third completes.
+    (( restart >= 2 )) && exit 0
+    wait_for_go "go-$restart"
     exit 75 ;;
   fail) exit 3 ;;
   wait-for-go) wait_for_go; exit 0 ;;

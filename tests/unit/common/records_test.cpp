@@ -271,7 +271,7 @@ TEST(Records, EveryNameParsesBack) {
   for (const auto kind : all<MetricsKind>()) EXPECT_EQ(parse<MetricsKind>(name_of(kind)), kind);
   for (const auto reason : all<Reason>()) EXPECT_EQ(parse<Reason>(name_of(reason)), reason);
   for (const auto cause : all<Cause>()) EXPECT_EQ(parse<Cause>(name_of(cause)), cause);
-  EXPECT_EQ(all<Reason>().size(), 10u);
+  EXPECT_EQ(all<Reason>().size(), 13u);
   EXPECT_EQ(all<Cause>().size(), 4u);
   EXPECT_EQ(all<MetricsKind>().size(), 6u);
   EXPECT_EQ(name_of(Reason::kNodeLostRequeued), "node_lost_requeued");
@@ -282,19 +282,33 @@ TEST(Records, EveryNameParsesBack) {
 }
 
 TEST(Records, WhatEachReasonMeans) {
-  std::vector<std::string> requeue, node_loss, failure, final;
+  std::vector<std::string> requeue, chain, node_loss, failure, final;
   for (const auto r : all<Reason>()) {
     if (is_requeue(r)) requeue.emplace_back(name_of(r));
+    if (is_chain(r)) chain.emplace_back(name_of(r));
     if (is_node_loss(r)) node_loss.emplace_back(name_of(r));
     if (is_failure(r)) failure.emplace_back(name_of(r));
     if (is_final(r)) final.emplace_back(name_of(r));
     // Every line either ends the run or is followed by another attempt or step.
-    EXPECT_NE(is_final(r), is_requeue(r) || r == Reason::kNodeLost) << name_of(r);
+    EXPECT_NE(is_final(r), is_requeue(r) || is_chain(r) || r == Reason::kNodeLost) << name_of(r);
+    // A chained line is what its requeued twin would have been, in the next job of a chain.
+    const Reason twin = chained(r);
+    EXPECT_EQ(is_chain(twin), is_requeue(r) || is_chain(r)) << name_of(r);
+    if (is_requeue(r)) {
+      EXPECT_EQ(is_failure(twin), is_failure(r)) << name_of(twin) << " counts as a failure apart";
+      EXPECT_EQ(is_node_loss(twin), is_node_loss(r)) << name_of(twin);
+    } else {
+      EXPECT_EQ(twin, r) << name_of(r) << " has no chained twin";
+    }
   }
   using Names = std::vector<std::string>;
   EXPECT_EQ(requeue, (Names{"requeued", "failed_requeued", "node_lost_requeued"}));
-  EXPECT_EQ(node_loss, (Names{"node_lost", "node_lost_requeued"}));
-  EXPECT_EQ(failure, (Names{"failed_requeued", "failed"}));
+  EXPECT_EQ(chain, (Names{"chained", "failed_chained", "node_lost_chained"}));
+  EXPECT_EQ(name_of(chained(Reason::kRequeued)), "chained");
+  EXPECT_EQ(name_of(chained(Reason::kFailedRequeued)), "failed_chained");
+  EXPECT_EQ(name_of(chained(Reason::kNodeLostRequeued)), "node_lost_chained");
+  EXPECT_EQ(node_loss, (Names{"node_lost", "node_lost_requeued", "node_lost_chained"}));
+  EXPECT_EQ(failure, (Names{"failed_requeued", "failed", "failed_chained"}));
   EXPECT_EQ(final, (Names{"completed", "restart_limit", "failed", "terminated", "setup_failed",
                           "no_progress"}));
 }
@@ -456,6 +470,27 @@ TEST(Records, SubmissionsReadBackTheLatestAndSurviveATornLine) {
   ASSERT_TRUE(doc);
   EXPECT_EQ(doc->submitted_at, "2026-11-22T02:48:07Z");
   EXPECT_TRUE(doc->chained_from.empty());
+}
+
+// The chain of the last submission: back through chained_from to the submit that began it; an
+// earlier submit (and its own chain) is another run of the directory's, not this chain's.
+TEST(Records, TheLastChainFollowsChainedFromBackToItsSubmit) {
+  const auto ids = [](const std::vector<Submission>& chain) {
+    std::vector<std::string> out;
+    for (const auto& s : chain) out.push_back(s.job_id);
+    return out;
+  };
+  using Ids = std::vector<std::string>;
+  EXPECT_TRUE(last_chain({}).empty());
+  EXPECT_EQ(ids(last_chain({{"5", "t", 0}})), (Ids{"5"}));
+  const std::vector<Submission> two_chains = {
+      {"5", "t", 0}, {"6", "t", 0, "5"}, {"7", "t", 0}, {"8", "t", 0, "7"}, {"9", "t", 0, "8"}};
+  EXPECT_EQ(ids(last_chain(two_chains)), (Ids{"7", "8", "9"}));
+  EXPECT_EQ(ids(last_chain({two_chains.begin(), two_chains.begin() + 2})), (Ids{"5", "6"}));
+  EXPECT_EQ(ids(last_chain({two_chains.begin(), two_chains.begin() + 3})), (Ids{"7"}))
+      << "a new submit begins a new chain";
+  // A link whose predecessor is missing (a torn line): the chain as far as it goes.
+  EXPECT_EQ(ids(last_chain({{"7", "t", 0}, {"9", "t", 0, "8"}})), (Ids{"9"}));
 }
 
 TEST(Records, FieldNamesAreWhatTheWritersWrite) {

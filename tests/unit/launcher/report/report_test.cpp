@@ -159,6 +159,36 @@ TEST(Report, CollectReadsMetricsAttemptsAndCommittedCheckpoints) {
   EXPECT_EQ(data["submission"]["job_id"], "12");
 }
 
+// A run continued by a chain of three jobs (Slurm refused the requeue): the report has every job
+// of the chain, and the attempts as the ledger calls them, chained.
+TEST(Report, CollectHasTheChainsJobs) {
+  TempDir dir;
+  write_text(dir / "spec.toml",
+             "[job]\nname = \"r\"\nrun_dir = \"/x/r\"\nworker = \"/bin/true\"\n[data]\n"
+             "synthetic = true\n");
+  records::append_submission(dir.path(), {"7", "2026-11-23T10:00:00Z", 0});
+  records::append_submission(dir.path(), {"8", "2026-11-23T10:01:00Z", 0, "7"});
+  records::append_submission(dir.path(), {"9", "2026-11-23T10:02:00Z", 0, "8"});
+  write_text(dir / "attempts.jsonl",
+             R"({"job_id":"7","restart":0,"exit_status":75,"reason":"chained"})"
+             "\n"
+             R"({"job_id":"8","restart":1,"exit_status":75,"reason":"chained"})"
+             "\n"
+             R"({"job_id":"9","restart":2,"exit_status":0,"reason":"completed"})"
+             "\n");
+  const json data = collect(dir.path());
+  EXPECT_EQ(data["submission"]["job_id"], "9");
+  ASSERT_EQ(data["chain"].size(), 3u) << "the report shows only the last job of a chain";
+  EXPECT_EQ(data["chain"][0], json({{"job_id", "7"}, {"submitted_at", "2026-11-23T10:00:00Z"}}));
+  EXPECT_EQ(data["chain"][2]["job_id"], "9");
+  EXPECT_EQ(data["chain"][2]["chained_from"], "8");
+  const json& attempts = data["runs"][0]["attempts"];
+  ASSERT_EQ(attempts.size(), 3u);
+  EXPECT_EQ(attempts[0]["reason"], "chained");
+  EXPECT_EQ(attempts[1]["attempt"], 2);
+  EXPECT_EQ(attempts[2]["reason"], "completed");
+}
+
 TEST(Report, CollectCountsTheWindowsEachNodeWasTheStraggler) {
   TempDir dir;
   write_text(dir / "spec.toml", "[job]\nname = \"r\"\n");

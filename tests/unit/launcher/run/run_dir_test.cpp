@@ -132,6 +132,26 @@ TEST(RunDir, AttemptsLedgerWithNodeLosses) {
   EXPECT_FALSE(losses[2].next_step_ended);  // job 14's next line is not there yet
 }
 
+// A loss past the limit where Slurm refused the requeue: the next job of a chain took over.
+TEST(RunDir, ANodeLossThatFellBackToAChain) {
+  TempDir dir;
+  write_text(
+      dir / "attempts.jsonl",
+      R"({"job_id":"14","restart":0,"exit_status":76,"reason":"node_lost_chained","step":0,"world_size":4,"lost_nodes":"n1","added_nodes":"","stop_s":0.5,"excluded":"n1"})"
+      "\n"
+      R"({"job_id":"15","restart":1,"exit_status":0,"reason":"completed","step":0,"world_size":4})"
+      "\n");
+  const auto a = records::read_attempts(dir.path());
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].reason, records::Reason::kNodeLostChained);
+  EXPECT_EQ(a[0].excluded, "n1");
+  const auto losses = node_losses(a);
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_EQ(losses[0].outcome, "chained") << "a loss that fell back to a chain called requeued";
+  EXPECT_FALSE(losses[0].recovered);
+  EXPECT_FALSE(losses[0].next_step_ended) << "job 15 is the next job, not the next step";
+}
+
 TEST(RunDir, LastCommittedStepNeedsTheManifest) {
   TempDir dir;
   EXPECT_FALSE(last_committed_step(dir.path()));

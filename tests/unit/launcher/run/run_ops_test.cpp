@@ -387,6 +387,65 @@ TEST(StatusReport, SubmissionSlurmAndTheRunDirectory) {
   EXPECT_FALSE(sweep.contains("attempts"));  // the tasks' own
 }
 
+// A run Slurm would not requeue, continued by a chain of three jobs (docs/preemption.md): status
+// names every job of the chain and counts the attempts the chain continued, never calls one
+// requeued; list says so after the restarts.
+TEST(StatusReport, AChainShowsEveryJobAndNoRequeue) {
+  TempDir root;
+  const fs::path dir = root / "chained";
+  make_run(dir);
+  records::append_submission(dir, {"5", "2026-11-21T00:00:00Z", 0});
+  records::append_submission(dir, {"7", "2026-11-22T02:48:07Z", 0});
+  records::append_submission(dir, {"8", "2026-11-22T03:00:00Z", 0, "7"});
+  records::append_submission(dir, {"9", "2026-11-22T04:00:00Z", 0, "8"});
+  write_text(
+      dir / "attempts.jsonl",
+      "{\"job_id\":\"7\",\"restart\":0,\"exit_status\":75,\"reason\":\"chained\"}\n"
+      "{\"job_id\":\"8\",\"restart\":1,\"exit_status\":75,\"reason\":\"chained\"}\n"
+      "{\"job_id\":\"9\",\"restart\":2,\"exit_status\":0,\"reason\":\"completed\","
+      "\"nodes\":\"n1\",\"start\":\"2026-11-22T04:00:10Z\",\"end\":\"2026-11-22T04:09:00Z\"}\n");
+  const auto report = status_report(snapshot_of(dir), {job_state("9", "COMPLETED")}, "");
+  EXPECT_EQ(report["job_id"], "9");
+  EXPECT_EQ(report["chain"], nlohmann::json({"7", "8", "9"}))
+      << "status shows only the last job of a chain";
+  EXPECT_EQ(report["attempts"], 3);
+  EXPECT_EQ(report["restarts"], 2);
+  EXPECT_EQ(report["chained"], 2);
+  std::ostringstream text;
+  print_status(text, report);
+  EXPECT_NE(text.str().find("job:        9 (submitted 2026-11-22T04:00:00Z)\n"
+                            "chain:      7 -> 8 -> 9 (each job continued the one before: Slurm "
+                            "refused the requeue)\n"),
+            std::string::npos)
+      << "status does not show the chain's jobs:\n"
+      << text.str();
+  EXPECT_NE(text.str().find("attempts:   3 (2 restarts, 2 of them by a chain)\n"
+                            "last:       completed, exit status 0, 2026-11-22T04:00:10Z .. "
+                            "2026-11-22T04:09:00Z on n1\n"),
+            std::string::npos)
+      << text.str();
+  EXPECT_EQ(text.str().find("requeued"), std::string::npos)
+      << "status calls a chained run requeued:\n"
+      << text.str();
+
+  std::vector<std::string> job_ids;
+  const auto entries = list_entries(find_run_dirs(root.path()), job_ids);
+  EXPECT_EQ(job_ids, (std::vector<std::string>{"9"}));
+  const auto listing = list_rows(root.path(), entries, {job_state("9", "COMPLETED")}, "");
+  EXPECT_EQ(listing["runs"][0]["chain"], nlohmann::json({"7", "8", "9"}));
+  EXPECT_EQ(listing["runs"][0]["chained"], 2);
+  std::ostringstream table;
+  print_list(table, listing);
+  EXPECT_NE(table.str().find("\nchained  COMPLETED         -                   -        "
+                             "2 (chain: 3 jobs)  none\n"),
+            std::string::npos)
+      << "list does not say the run went on in a chain:\n"
+      << table.str();
+  // A plain run: its one job, nothing said.
+  records::append_submission(dir, {"10", "2026-11-23T00:00:00Z", 0});
+  EXPECT_EQ(status_report(snapshot_of(dir), {}, "")["chain"], nlohmann::json({"10"}));
+}
+
 TEST(StatusReport, AsPrinted) {
   ListFixture f;
   const fs::path dir = f.root / "live";

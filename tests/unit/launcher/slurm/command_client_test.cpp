@@ -82,7 +82,9 @@ TEST_F(CommandClientTest, SubmitWithAndWithoutTheChainsOptions) {
   EXPECT_EQ(calls(),
             "sbatch --parsable /runs/a/job.sbatch\n"
             "sbatch --parsable --dependency=afterany:7 --export=ALL,HPCTRAIN_CHAIN_RESTART=1 "
-            "--exclude=n2,n3 /runs/a/job.sbatch\n");
+            "--exclude=n2,n3 /runs/a/job.sbatch\n")
+      << "a chain's next job must be submitted to start once job 7 has ended "
+         "(--dependency=afterany:7)";
   EXPECT_THROW(client_->submit("/runs/a/job.sbatch", {"", {"A=1,2"}, ""}), std::invalid_argument);
   answer("sbatch", "Submitted batch job 9\n");
   try {
@@ -113,6 +115,22 @@ TEST_F(CommandClientTest, RequeueRefusedSaysWhatScontrolSaid) {
   EXPECT_EQ(
       calls(),
       "scontrol requeue 7\nscontrol requeue 7_2\nscontrol update JobId=7 ExcNodeList=n2,n3\n");
+}
+
+// A requeue signals the job's processes, scontrol among them when it is slow to exit: a scontrol
+// ended by a signal is no refusal (the requeue may have been carried out), or the step supervisor
+// would submit the next job of a chain beside the requeued job, in the same run directory.
+TEST_F(CommandClientTest, RequeueEndedByASignalIsNoRefusal) {
+  write_text(dir_ / "bin" / "scontrol", "#!/bin/bash\nkill -TERM $$\n");
+  try {
+    client_->requeue("7");
+    ADD_FAILURE() << "a scontrol requeue ended by a signal taken for a requeue carried out";
+  } catch (const SlurmUnreachable& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "scontrol requeue 7 was ended by signal 15 before it answered");
+  } catch (const SlurmError& e) {
+    ADD_FAILURE() << "a scontrol requeue ended by a signal taken for a refusal: " << e.what();
+  }
 }
 
 // What the step supervisor asks, each with the unreachable-controller handling the CLI's commands

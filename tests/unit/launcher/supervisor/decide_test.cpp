@@ -44,6 +44,13 @@ TEST(StepDecide, ConsecutiveFailuresEndAtAnyOtherLine) {
   EXPECT_EQ(consecutive_failures({line("failed"), line("failed"), line("node_lost_requeued")}), 0);
   EXPECT_EQ(consecutive_failures({line("node_lost_requeued"), line("failed"), line("failed")}), 2);
   EXPECT_EQ(consecutive_failures({line("failed"), line("requeued"), line("failed_requeued")}), 1);
+  // Across a chain (Slurm refused the requeue) as across requeues.
+  EXPECT_EQ(consecutive_failures(
+                {line("failed_chained"), line("failed_requeued"), line("failed_chained")}),
+            3)
+      << "the failures of a chain's jobs are not counted";
+  EXPECT_EQ(consecutive_failures({line("failed_chained"), line("chained")}), 0);
+  EXPECT_EQ(consecutive_failures({line("failed_chained"), line("node_lost_chained")}), 0);
 }
 
 TEST(StepDecide, AttemptsWithoutProgressCountTheFirstCommitAsProgress) {
@@ -219,6 +226,29 @@ TEST(StepDecide, NodeOfHostByNameElseShortName) {
   // Addresses match only themselves: 127.0.0.5 is not 127.0.0.2.
   EXPECT_FALSE(node_of_host("127.0.0.5", {"127.0.0.2"}));
   EXPECT_EQ(node_of_host("127.0.0.2", {"127.0.0.1", "127.0.0.2"}), "127.0.0.2");
+}
+
+// Node names that are prefixes of one another (node1, node10, node100): a host stands for the
+// node of exactly its short name, never for one whose name merely begins (or ends) like it, and
+// is not ambiguous for having such neighbours.
+TEST(StepDecide, NodeOfHostIsNeverMatchedByPrefix) {
+  const Nodes nodes = {"node1", "node10", "node100"};
+  for (const std::string n : {"node1", "node10", "node100"}) {
+    EXPECT_EQ(node_of_host(n + ".cluster.local", nodes), n)
+        << "the verdict of " << n << ".cluster.local replaces another node, or none (taken as "
+        << "ambiguous)";
+    EXPECT_EQ(node_of_host(n, nodes), n);
+  }
+  // The same with the names the other way round, and listed longest first.
+  const Nodes qualified = {"node100.site", "node10.site", "node1.site"};
+  for (const std::string n : {"node1", "node10", "node100"}) {
+    EXPECT_EQ(node_of_host(n, qualified), n + ".site")
+        << "short host " << n << " mapped to the wrong qualified node";
+    EXPECT_EQ(node_of_host(n + ".other", qualified), n + ".site");
+  }
+  EXPECT_FALSE(node_of_host("node", nodes)) << "a prefix of every node is none of them";
+  EXPECT_FALSE(node_of_host("node1000.cluster.local", nodes));
+  EXPECT_FALSE(node_of_host("ode10", nodes));
 }
 
 // The records of metrics.jsonl's `lines` that parse.

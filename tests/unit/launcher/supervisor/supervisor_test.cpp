@@ -5,10 +5,12 @@
 // environment. sbatch_node_loss runs the same through the rendered script with every branch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "common/exit_codes.hpp"
 #include "supervisor/supervisor.hpp"
@@ -87,15 +89,16 @@ class Supervise : public ::testing::Test {
     AttemptContext c;
     c.task_dir = run_dir();
     c.spec_file = run_dir() + "/spec.toml";
-    c.job = "7";
-    c.slurm_job_id = "7";
+    c.job = job_;
+    c.slurm_job_id = job_;
+    c.restart = restart_;
     c.nodes = "b,n[1-3]";
     c.started = "2026-11-26T00:00:00Z";
     c.batch_host = "b";
     c.partition = partition_;
     c.job_nodes = 4;
     if (array_task_) {
-      c.job = "7_" + std::to_string(*array_task_);
+      c.job = job_ + "_" + std::to_string(*array_task_);
       c.array_task = array_task_;
     }
     return supervise(c, supervisor_options_from_spec(spec_, c.spec_file), slurm_,
@@ -135,6 +138,8 @@ class Supervise : public ::testing::Test {
   std::string partition_ = "p";
   spec::Spec spec_;
   std::optional<int64_t> array_task_;
+  std::string job_ = "7";  // the job attempt's job id and restart (a chain's next job: others)
+  int64_t restart_ = 0;
 };
 
 // A play's step until the supervisor kills its tasks (then srun ends, as it would), at most 30 s.
@@ -233,8 +238,11 @@ TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
   EXPECT_EQ(
       slurm_.calls,
       (std::vector<std::string>{
-          "requeue 7", "submit job.sbatch after=7 export=HPCTRAIN_CHAIN_RESTART=1 exclude=n2"}));
-  EXPECT_EQ(ledger().back()["reason"], "node_lost_requeued");
+          "requeue 7", "submit job.sbatch after=7 export=HPCTRAIN_CHAIN_RESTART=1 exclude=n2"}))
+      << "the next job of the chain must start after job 7 has ended (afterany), without the "
+         "lost node";
+  EXPECT_EQ(ledger().back()["reason"], "node_lost_chained") << "a chained attempt called requeued";
+  EXPECT_EQ(ledger().back()["excluded"], "n2") << "what the next job excludes";
   const auto last = records::last_submission(run_dir());
   ASSERT_TRUE(last);
   EXPECT_EQ(last->job_id, "8");
@@ -245,12 +253,78 @@ TEST_F(Supervise, RefusedRequeueChainsTheNextJob) {
   play(1, "exit 75");
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
+  EXPECT_EQ(ledger().back()["reason"], "requeued") << "no chain was submitted";
   // With preemption.chain off, no chain (an array task: RefusedRequeueOfAnArrayTaskDoesNotChain).
   spec_.preemption.chain = false;
   slurm_.calls.clear();
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), kExitRequeue);
   EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+}
+
+// A run that Slurm never requeues, continued by a chain of three jobs (7, 8, 9): each job's
+// supervisor is asked to requeue, is refused and submits the next job, which starts only once
+// the one before has ended (afterany) and counts its attempt on. The ledger calls the first two
+// attempts chained, each on its own job, never requeued: no requeue happened.
+TEST_F(Supervise, AChainOfThreeJobsIsRecordedAsAChain) {
+  slurm_.failing["requeue"] = Failure::kRefused;
+  spec_.preemption.chain = true;
+  play(1, "exit 75");
+  for (const auto& [job, next] : {std::pair{"7", "8"}, std::pair{"8", "9"}}) {
+    job_ = job;
+    slurm_.next_job = next;
+    test::fs::remove(dir_ / "run" / "srun.count");
+    EXPECT_EQ(run(), 0) << "job " << job << " ended with the worker's status";
+    ++restart_;
+  }
+  job_ = "9";
+  play(1, "exit 0");
+  test::fs::remove(dir_ / "run" / "srun.count");
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(slurm_.calls,
+            (std::vector<std::string>{
+                "requeue 7", "submit job.sbatch after=7 export=HPCTRAIN_CHAIN_RESTART=1",
+                "requeue 8", "submit job.sbatch after=8 export=HPCTRAIN_CHAIN_RESTART=2"}))
+      << "a chain's next job must wait for the one it continues (--dependency=afterany:JOB)";
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 3u) << read_text(dir_ / "run" / "attempts.jsonl");
+  const std::vector<std::tuple<std::string, int, std::string>> want = {
+      {"7", 0, "chained"}, {"8", 1, "chained"}, {"9", 2, "completed"}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& [job, restart, reason] = want[i];
+    EXPECT_EQ(l[i]["job_id"], job) << "ledger line " << i + 1;
+    EXPECT_EQ(l[i]["restart"], restart) << "ledger line " << i + 1;
+    EXPECT_EQ(l[i]["reason"], reason) << "ledger line " << i + 1 << " (job " << job
+                                      << "): an attempt the next job of a chain continued is "
+                                         "not called chained";
+  }
+  const auto chain = records::last_chain(records::read_submissions(run_dir()));
+  ASSERT_EQ(chain.size(), 2u) << "the submit itself is hpctrain submit's, not here";
+  EXPECT_EQ(chain[0].job_id, "8");
+  EXPECT_EQ(chain[1].chained_from, "8");
+}
+
+// Failures count across the jobs of a chain as across requeues: with
+// max_consecutive_failures = 2, the third failure in a row ends the run (failed), and no further
+// job is submitted.
+TEST_F(Supervise, FailuresCountAcrossAChain) {
+  slurm_.failing["requeue"] = Failure::kRefused;
+  spec_.preemption.chain = true;
+  spec_.preemption.max_consecutive_failures = 2;
+  play(1, "exit 1");
+  std::vector<std::string> reasons;
+  for (const char* job : {"7", "8", "9"}) {
+    job_ = job;
+    test::fs::remove(dir_ / "run" / "srun.count");
+    run();
+    reasons.push_back(ledger().back()["reason"]);
+    ++restart_;
+  }
+  EXPECT_EQ(reasons, (std::vector<std::string>{"failed_chained", "failed_chained", "failed"}))
+      << "a chain's failures called requeued, or not counted against max_consecutive_failures";
+  EXPECT_EQ(std::count_if(slurm_.calls.begin(), slurm_.calls.end(),
+                          [](const std::string& c) { return c.rfind("submit ", 0) == 0; }),
+            2);
 }
 
 TEST_F(Supervise, LostNodeReplacedByTheBatchHost) {
@@ -340,6 +414,32 @@ TEST_F(Supervise, EvictVerdictWithFullyQualifiedHostReplacesTheNode) {
   EXPECT_EQ(l[0]["lost_nodes"], "n3");
   EXPECT_EQ(l[1]["nodes"], "n1,n2,b");
   EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
+}
+
+// Node names that are prefixes of one another (n1, n10, n100): a verdict's fully qualified host
+// replaces the node of exactly its short name, never one whose name begins like it, and is not
+// taken as ambiguous (which would leave the hung or slow node in the next step).
+TEST_F(Supervise, VerdictHostReplacesItsOwnNodeNotOneNamedLikeIt) {
+  slurm_.allocation = {"b", "n1", "n10", "n100", "n2"};
+  struct Case {
+    std::string kind, node, next_nodes;
+  };
+  for (const auto& c : {Case{"hang", "n10", "n1,n100,n2"}, Case{"evict", "n1", "n10,n100,n2"},
+                        Case{"hang", "n100", "n1,n10,n2"}}) {
+    start_over();
+    test::fs::remove(dir_ / "run" / "metrics.jsonl");
+    const std::string host = c.node + ".cluster.local";
+    play(1, verdict_play(c.kind, host, c.kind == "hang" ? kExitHang : kExitEvict));
+    play(2, "exit 0");
+    EXPECT_EQ(run(), 0);
+    const auto l = ledger();
+    ASSERT_EQ(l.size(), 2u) << "the " << c.kind << " verdict of " << host
+                            << " replaced no node: " << read_text(dir_ / "run" / "attempts.jsonl");
+    EXPECT_EQ(l[0]["lost_nodes"], c.node)
+        << "the " << c.kind << " verdict of " << host << " replaced the wrong node";
+    EXPECT_EQ(l[1]["nodes"], c.next_nodes) << host << "'s node is still in the next step";
+    EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
+  }
 }
 
 // A host that is none of the step's nodes, even by its short name, names no node: the step's
