@@ -2,14 +2,17 @@
 # Builds hpctrain and runs the whole test suite: unit, integration, slurm (a local Slurm cluster
 # this run starts and stops) and gpu (skips itself without CUDA); then the unit tests of the
 # torch-free libraries (launcher, spec, data, dist core, preempt, checkpoint, tensorboard) again
-# under AddressSanitizer and UndefinedBehaviorSanitizer; then the JPEG code against libjpeg's 8
-# API, as Ubuntu ships it (scripts/jpeg8-check.sh; the main build has Debian's 6.2 API). Installs
-# what is missing first.
+# under AddressSanitizer and UndefinedBehaviorSanitizer; then the torch-free test programs whose
+# code runs threads or children (the loader and the JPEG converter, the checkpoint store, the
+# rank's progress, run_command, the stop signals, the step supervisor) under ThreadSanitizer; then
+# the JPEG code against libjpeg's 8 API, as Ubuntu ships it (scripts/jpeg8-check.sh; the main build
+# has Debian's 6.2 API). Installs what is missing first.
 # The CUDA build (-DHPCTRAIN_CUDA=ON) is compiled wherever nvcc is found (CUDACXX, PATH, then
 # $CUDA_HOME/bin, default /usr/local/cuda/bin), so the GPU code compiles in CI even without a GPU;
 # with CI=true a missing nvcc is an error, elsewhere it is a CPU build.
 #   HPCTRAIN_BUILD_DIR   build directory (default: build)
-#   HPCTRAIN_SANITIZE=0  skip the sanitizer pass
+#   HPCTRAIN_SANITIZE=0  skip the ASan+UBSan pass (build-asan)
+#   HPCTRAIN_TSAN=0      skip the ThreadSanitizer pass (build-tsan)
 #   HPCTRAIN_JPEG8=0     skip the libjpeg 8 API build (build-jpeg8)
 set -euo pipefail
 # A shell that sourced scripts/env.sh names the local cluster's profile for every hpctrain command;
@@ -80,6 +83,22 @@ if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit || {
     status=$?
     failed_tests_tail build-asan
+    exit "$status"
+  }
+fi
+
+if [[ ${HPCTRAIN_TSAN:-1} != 0 ]]; then
+  # Only the test files whose code runs threads, children or signal handlers (hpctrain_tsan_test in
+  # tests/CMakeLists.txt; label tsan), each program run whole: building the rest again costs minutes.
+  # A report makes the program exit non-zero (TSan's exitcode), so the test fails.
+  step "threaded torch-free tests under ThreadSanitizer (build-tsan)"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_TSAN=ON \
+    -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
+  cmake --build build-tsan -j "$jobs" --target hpctrain_tsan_tests
+  TSAN_OPTIONS=second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L tsan || {
+    status=$?
+    failed_tests_tail build-tsan
     exit "$status"
   }
 fi

@@ -1,15 +1,19 @@
 // Converters: IDX (real Fashion-MNIST and synthetic), CIFAR-10 and image folders round-trip to
-// the original pixels and labels; malformed inputs are reported with the file name.
+// the original pixels and labels; malformed inputs are reported with the file name. The JPEG
+// folder converter's workers write what one thread writes.
 #include <gtest/gtest.h>
 #include <stb_image_write.h>
 #include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "common/error.hpp"
 #include "convert.hpp"
 #include "data/source.hpp"
+#include "jpeg_codec.hpp"
 #include "test_util.hpp"
 
 namespace hpctrain::datasets {
@@ -193,6 +197,68 @@ TEST(ConvertImageFolder, DecodesResizesAndLabelsByDirectory) {
     EXPECT_NE(std::string(e.what()).find("broken.jpg"), std::string::npos) << e.what();
   }
   EXPECT_THROW(convert_image_folder(tmp.file("none"), tmp.file("h.h5"), 8, 3, {}), rt::DataError);
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Several workers convert a shard at once (images claimed one by one, progress printed
+// meanwhile): the files are byte for byte those of one thread. Also the ThreadSanitizer pass's
+// test of the workers (scripts/test.sh).
+TEST(ConvertJpegFolder, WorkersWriteWhatOneThreadWrites) {
+  TempDir tmp;
+  const auto root = tmp.file("tree");
+  for (const char* cls : {"a", "b"}) std::filesystem::create_directories(root + "/" + cls);
+  auto image = [](int64_t h, int64_t w, int seed) {
+    std::vector<uint8_t> px(static_cast<size_t>(h * w * 3));
+    for (size_t i = 0; i < px.size(); ++i)
+      px[i] = static_cast<uint8_t>((i * 13 + seed * 71) & 0xff);
+    return px;
+  };
+  for (int i = 0; i < 24; ++i) {
+    const std::string stem = root + "/" + (i % 2 ? "a/" : "b/") + std::to_string(i);
+    // Kept as stored (within max_side), re-encoded (larger), re-encoded (PNG).
+    const int64_t h = i % 3 == 1 ? 80 : 40, w = i % 3 == 1 ? 72 : 48;
+    const auto px = image(h, w, i);
+    if (i % 3 == 2) {
+      ASSERT_NE(stbi_write_png((stem + ".png").c_str(), static_cast<int>(w), static_cast<int>(h), 3,
+                               px.data(), static_cast<int>(w * 3)),
+                0);
+    } else {
+      const auto jpeg = encode_jpeg_rgb(px.data(), h, w, /*quality=*/85);
+      std::ofstream(stem + ".jpg", std::ios::binary)
+          .write(reinterpret_cast<const char*>(jpeg.data()),
+                 static_cast<std::streamsize>(jpeg.size()));
+    }
+  }
+  std::ofstream(root + "/a/broken.jpg") << "garbage";
+  auto convert = [&](const std::string& prefix, int64_t threads) {
+    JpegFolderOptions o;
+    o.root = root;
+    o.output = tmp.file(prefix);
+    o.max_side = 64;
+    o.threads = threads;
+    o.shards = 2;
+    std::ostringstream progress;
+    o.progress = &progress;
+    return convert_jpeg_folder(o);
+  };
+  const JpegFolderSummary one = convert("one", 1), four = convert("four", 4);
+  EXPECT_EQ(four.threads, 4);
+  EXPECT_EQ(four.samples, 24);
+  EXPECT_EQ(four.stored_as_is, 8);
+  EXPECT_EQ(four.reencoded, 16);
+  ASSERT_EQ(four.skipped.size(), 1u);
+  EXPECT_NE(four.skipped[0].first.find("broken.jpg"), std::string::npos) << four.skipped[0].first;
+  ASSERT_EQ(one.outputs.size(), 2u);
+  ASSERT_EQ(four.outputs.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    const std::string a = file_bytes(one.outputs[s]), b = file_bytes(four.outputs[s]);
+    EXPECT_FALSE(a.empty()) << one.outputs[s];
+    EXPECT_TRUE(a == b) << one.outputs[s] << " and " << four.outputs[s] << " differ";
+  }
 }
 
 TEST(Inspect, ReportsValidAndInvalidFiles) {

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 
 namespace hpctrain::progress {
 namespace {
@@ -34,6 +36,37 @@ TEST(Progress, EveryPhaseChangeMovesTheCounterAndTheLineRoundTrips) {
   EXPECT_EQ(parse(encode(snapshot()))->first, 40);
   EXPECT_FALSE(parse("1 2 99 -1 0").has_value());  // no such phase
   EXPECT_FALSE(parse("1 2 three").has_value());
+}
+
+// The heartbeat's thread reads the progress while the training thread writes it: each snapshot it
+// takes is whole (a phase that exists, a step the trainer set), and the counter it sees never
+// goes back. Also the ThreadSanitizer pass's test of this seam (scripts/test.sh).
+TEST(Progress, AnotherThreadReadsWhatTheTrainingThreadWrites) {
+  const uint64_t start = snapshot().counter;
+  constexpr int kSteps = 2000;
+  std::atomic<bool> done{false};
+  std::thread beat([&] {
+    uint64_t last = start;
+    while (!done.load()) {
+      const Snapshot s = snapshot();
+      EXPECT_GE(s.counter, last);
+      EXPECT_TRUE(parse(encode(s)).has_value()) << encode(s);
+      EXPECT_GE(s.step, 0);
+      EXPECT_LE(s.step, 1000 + kSteps);
+      last = s.counter;
+    }
+  });
+  for (int step = 1000; step < 1000 + kSteps; ++step) {
+    set_step(step);
+    enter(Phase::kForward);
+    enter(Phase::kAllReduce, step % 4);
+    tick();
+    enter(Phase::kStepEnd);
+  }
+  done.store(true);
+  beat.join();
+  EXPECT_EQ(snapshot().counter, start + 4 * kSteps);
+  EXPECT_EQ(snapshot().step, 1000 + kSteps - 1);
 }
 
 TEST(Progress, PhasesAreNamedAndOrderedAsAStepGoesThroughThem) {
