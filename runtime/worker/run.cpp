@@ -113,6 +113,18 @@ void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
   }
 }
 
+// A bad HPCTRAIN_TEST_STALL is refused before the rendezvous, by every rank alike: refused after
+// it, a rank that joined first exited while a peer was still connecting to it, and that peer
+// waited out the rendezvous deadline. (No rank is -1: nothing is planted here.)
+void check_stall_plant(const TestPlants& test) {
+  if (test.stall.empty()) return;
+  try {
+    progress::plant_stall(test.stall, /*this_rank=*/-1);
+  } catch (const std::invalid_argument& e) {
+    HPCTRAIN_THROW(rt::EnvError, e.what());
+  }
+}
+
 // Tests: a stall planted in one rank's training (dist/progress.hpp).
 void plant_stall(const TestPlants& test, dist::ProcessGroup& group) {
   if (test.stall.empty()) return;
@@ -212,6 +224,7 @@ int run(const Options& options) {
   if (spec && world.source != dist::EnvSource::kSingle) {
     check_world_size(*spec, world, env.user.world_size);
   }
+  check_stall_plant(env.test);
 
   dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
   join.backend = backend;
