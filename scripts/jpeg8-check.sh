@@ -12,12 +12,16 @@
 #   3. Checks the JPEG translation units saw JPEG_LIB_VERSION 80 and the test binaries link no
 #      shared libjpeg, then runs the JPEG tests (gtest Jpeg.*, JpegTransform.*, Encoded.*, the
 #      fuzz corpus replays, and the Python checks against PIL/torchvision where .venv exists).
+#   jpeg8-check.sh [build|test]: only steps 1 and 2 (scripts/test.sh runs them beside the main
+#   tests), or only step 3 on a build made so; both by default.
 set -euo pipefail
 shopt -s extglob
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
 started=$SECONDS
+phase=${1:-all}
+[[ $phase == @(all|build|test) ]] || { echo "jpeg8-check: '$phase': want build, test or nothing" >&2; exit 2; }
 log() { printf 'jpeg8-check: %s (%ds)\n' "$*" $((SECONDS - started)) >&2; }
 die() { printf 'jpeg8-check: %s\n' "$*" >&2; exit 1; }
 
@@ -83,29 +87,32 @@ build_libjpeg8() {
   basename "$dsc" .dsc > "$prefix/.hpctrain-jpeg8"
 }
 
-exec {lock}>"$cache/.lock"
-flock "$lock"
-if [[ -f $prefix/.hpctrain-jpeg8 ]]; then
-  log "libjpeg 8 API: $(cat "$prefix/.hpctrain-jpeg8") in $prefix"
-else
-  build_libjpeg8
-fi
-flock -u "$lock"
+if [[ $phase != test ]]; then
+  exec {lock}>"$cache/.lock"
+  flock "$lock"
+  if [[ -f $prefix/.hpctrain-jpeg8 ]]; then
+    log "libjpeg 8 API: $(cat "$prefix/.hpctrain-jpeg8") in $prefix"
+  else
+    build_libjpeg8
+  fi
+  flock -u "$lock"
 
 # --- 2. hpctrain's JPEG targets against it -----------------------------------------------------
-log "configure and build ($build)"
-export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-# pkg_check_modules caches what it found, the library's path too: forgotten here, so a build
-# directory configured before this prefix existed (or with another) looks again.
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_BUILD_TESTS=ON \
-  -DHPCTRAIN_RUNTIME=OFF -U '__pkg_config_checked_JPEG' -U 'pkgcfg_lib_JPEG_*' >/dev/null
-jpeg_lib=$(sed -n 's/^pkgcfg_lib_JPEG_jpeg:FILEPATH=//p' "$build/CMakeCache.txt")
-[[ $jpeg_lib == "$prefix/lib/libjpeg.a" ]] \
-  || die "$build links libjpeg '$jpeg_lib', not $prefix/lib/libjpeg.a"
-# A failure list left from an earlier run would be shown again by test.sh after a build error.
-rm -f "$build/Testing/Temporary/LastTestsFailed.log"
-targets=(hpctrain_data_tests jpeg_fuzz_replay jpeg_fuzz_corpus jpeg_tool hpctrain-data)
-cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  log "configure and build ($build)"
+  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  # pkg_check_modules caches what it found, the library's path too: forgotten here, so a build
+  # directory configured before this prefix existed (or with another) looks again.
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_BUILD_TESTS=ON \
+    -DHPCTRAIN_RUNTIME=OFF -U '__pkg_config_checked_JPEG' -U 'pkgcfg_lib_JPEG_*' >/dev/null
+  jpeg_lib=$(sed -n 's/^pkgcfg_lib_JPEG_jpeg:FILEPATH=//p' "$build/CMakeCache.txt")
+  [[ $jpeg_lib == "$prefix/lib/libjpeg.a" ]] \
+    || die "$build links libjpeg '$jpeg_lib', not $prefix/lib/libjpeg.a"
+  # A failure list left from an earlier run would be shown again by test.sh after a build error.
+  rm -f "$build/Testing/Temporary/LastTestsFailed.log"
+  targets=(hpctrain_data_tests jpeg_fuzz_replay jpeg_fuzz_corpus jpeg_tool hpctrain-data)
+  cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+fi
+[[ $phase == build ]] && exit 0
 
 # --- 3. the 8 API really used, then the tests ---------------------------------------------------
 # Each source file that includes jpeglib.h, preprocessed with its own compile command: the

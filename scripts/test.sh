@@ -6,7 +6,8 @@
 # code runs threads or children (the loader and the JPEG converter, the checkpoint store, the
 # rank's progress, run_command, the stop signals, the step supervisor) under ThreadSanitizer; then
 # the JPEG code against libjpeg's 8 API, as Ubuntu ships it (scripts/jpeg8-check.sh; the main build
-# has Debian's 6.2 API). Installs what is missing first.
+# has Debian's 6.2 API); the builds of those three run beside the main tests, at the lowest CPU
+# priority. Installs what is missing first.
 # The CUDA build (-DHPCTRAIN_CUDA=ON) is compiled wherever nvcc is found (CUDACXX, PATH, then
 # $CUDA_HOME/bin, default /usr/local/cuda/bin), so the GPU code compiles in CI even without a GPU;
 # with CI=true a missing nvcc is an error, elsewhere it is a CPU build.
@@ -65,20 +66,61 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHPCTRAIN_BUI
   "${cuda[@]}"
 cmake --build "$build" -j "$jobs"
 
-step "tests"
+# The later passes' builds (ASan+UBSan, ThreadSanitizer, libjpeg 8 API) run beside the main tests
+# at the lowest CPU priority: those tests wait on Slurm, on peers and on sleeps for much of their
+# time, and the builds take that idle CPU instead of adding their minutes after the tests (nice 19
+# in the same session, so a test that wants a core gets it). Their output goes to a log, printed
+# if they fail.
+side_builds() {
+  renice -n 19 -p "$BASHPID" >/dev/null
+  if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
+    step "build-asan"
+    # The torch-free parts (launcher, spec, data, launch environment, signals, checkpoint store,
+    # TensorBoard event files): libtorch's wheel is not built with the sanitizers.
+    cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_SANITIZE=ON \
+      -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
+    cmake --build build-asan -j "$jobs"
+  fi
+  if [[ ${HPCTRAIN_TSAN:-1} != 0 ]]; then
+    # Only the test files whose code runs threads, children or signal handlers
+    # (hpctrain_tsan_test in tests/CMakeLists.txt; label tsan), each program run whole: building
+    # the rest again costs minutes.
+    step "build-tsan"
+    cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_TSAN=ON \
+      -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
+    cmake --build build-tsan -j "$jobs" --target hpctrain_tsan_tests
+  fi
+  if [[ ${HPCTRAIN_JPEG8:-1} != 0 ]]; then
+    step "build-jpeg8"
+    scripts/jpeg8-check.sh build
+  fi
+  step "side builds done"
+}
+side_log=$build/side-builds.log
+set -m  # the side builds in a process group of their own, to stop them whole if the tests fail
+side_builds >"$side_log" 2>&1 &
+side_pid=$!
+set +m
+stop_side_builds() { kill -TERM -- "-$side_pid" 2>/dev/null || true; wait "$side_pid" 2>/dev/null || true; }
+
+step "tests (the later passes' builds beside them: $side_log)"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 900 || {
   status=$?
+  stop_side_builds
   failed_tests_tail "$build"
   exit "$status"
 }
 
+step "waiting for the later passes' builds"
+if ! wait "$side_pid"; then
+  echo "test.sh: the later passes' builds failed; the end of $side_log:" >&2
+  tail -n 60 "$side_log" >&2
+  exit 1
+fi
+grep '^==>' "$side_log" | sed 's/^==>/  built:/'
+
 if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
-  # The torch-free parts (launcher, spec, data, launch environment, signals, checkpoint store,
-  # TensorBoard event files): libtorch's wheel is not built with the sanitizers.
   step "torch-free unit tests under ASan+UBSan (build-asan)"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_SANITIZE=ON \
-    -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
-  cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -L unit || {
     status=$?
@@ -88,13 +130,8 @@ if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
 fi
 
 if [[ ${HPCTRAIN_TSAN:-1} != 0 ]]; then
-  # Only the test files whose code runs threads, children or signal handlers (hpctrain_tsan_test in
-  # tests/CMakeLists.txt; label tsan), each program run whole: building the rest again costs minutes.
   # A report makes the program exit non-zero (TSan's exitcode), so the test fails.
   step "threaded torch-free tests under ThreadSanitizer (build-tsan)"
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHPCTRAIN_TSAN=ON \
-    -DHPCTRAIN_BUILD_TESTS=ON -DHPCTRAIN_RUNTIME=OFF >/dev/null
-  cmake --build build-tsan -j "$jobs" --target hpctrain_tsan_tests
   TSAN_OPTIONS=second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L tsan || {
     status=$?
@@ -105,7 +142,7 @@ fi
 
 if [[ ${HPCTRAIN_JPEG8:-1} != 0 ]]; then
   step "JPEG code against the libjpeg 8 API (build-jpeg8)"
-  scripts/jpeg8-check.sh || {
+  scripts/jpeg8-check.sh test || {
     status=$?
     failed_tests_tail "${HPCTRAIN_JPEG8_BUILD_DIR:-build-jpeg8}"
     exit "$status"
