@@ -214,6 +214,8 @@ void report_attempts(const run::Snapshot& snapshot, json& j) {
            {"end_time", report_unix_time(a.end)},
            {F::kExitStatus, a.exit_status},
            {F::kReason, records::name_of(a.reason)},
+           {F::kCause, a.cause ? json(records::name_of(*a.cause)) : json(nullptr)},
+           {F::kEvidence, a.evidence},
            {F::kLastStep, opt(a.last_step)}};
     if (a.array_task_id) e[F::kArrayTaskId] = *a.array_task_id;
     j["attempts"].push_back(e);
@@ -365,7 +367,14 @@ json page_vocabulary() {
   }
   json causes = json::array();
   for (const auto cause : records::all<records::Cause>()) causes.push_back(records::name_of(cause));
-  return {{"kinds", kinds}, {"fields", fields}, {"reasons", reasons}, {"causes", causes}};
+  json losses = json::array();
+  for (const auto loss : records::all<records::LossCause>())
+    losses.push_back(records::name_of(loss));
+  return {{"kinds", kinds},
+          {"fields", fields},
+          {"reasons", reasons},
+          {"causes", causes},
+          {"losses", losses}};
 }
 
 std::string render_html(const json& data) {

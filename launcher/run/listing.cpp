@@ -101,6 +101,8 @@ nlohmann::json list_row(const fs::path& root, const ListEntry& e, const RunSumma
   if (!s.spec_error.empty()) r["spec_error"] = s.spec_error;
   r["last_reason"] =
       s.last_reason ? nlohmann::json(records::name_of(*s.last_reason)) : nlohmann::json(nullptr);
+  r["last_cause"] =
+      s.last_cause ? nlohmann::json(records::name_of(*s.last_cause)) : nlohmann::json(nullptr);
   return r;
 }
 
@@ -148,7 +150,10 @@ RunSummary summarize_run(const fs::path& dir) {
   s.restarts = restarts(snapshot.attempts);
   s.chained = chained_attempts(snapshot.attempts);
   s.chain = job_ids(snapshot.chain);
-  if (!snapshot.attempts.empty()) s.last_reason = snapshot.attempts.back().reason;
+  if (!snapshot.attempts.empty()) {
+    s.last_reason = snapshot.attempts.back().reason;
+    s.last_cause = snapshot.attempts.back().cause;
+  }
   s.checkpoint_step = snapshot.checkpoint_step;
   s.checkpoint_age_s = snapshot.checkpoint_age_s;
   if (snapshot.spec) {
@@ -221,12 +226,14 @@ void print_list(std::ostream& out, const nlohmann::json& listing) {
     return s;
   };
   out << pad("RUN", name_width) << "  " << pad("STATE", 16) << "  " << pad("STEP", 18) << "  "
-      << pad("TOP-1", 7) << "  " << pad("RESTARTS", 8) << "  CHECKPOINT\n";
+      << pad("TOP-1", 7) << "  " << pad("RESTARTS", 8) << "  " << pad("ENDED", 12)
+      << "  CHECKPOINT\n";
   for (const auto& r : listing["runs"]) {
     out << pad(r["name"].get<std::string>(), name_width) << "  "
         << pad(r["state"].get<std::string>(), 16) << "  " << pad(list_progress(r), 18) << "  "
-        << pad(list_top1(r), 7) << "  " << pad(list_restarts(r), 8) << "  " << list_checkpoint(r)
-        << '\n';
+        << pad(list_top1(r), 7) << "  " << pad(list_restarts(r), 8) << "  "
+        << pad(r["last_cause"].is_null() ? "-" : r["last_cause"].get<std::string>(), 12) << "  "
+        << list_checkpoint(r) << '\n';
   }
 }
 

@@ -41,6 +41,7 @@ struct RunSummary {
   std::optional<int64_t> checkpoint_age_s;     // seconds since its manifest was written
   std::string spec_error;                      // why the frozen spec did not load, if it did not
   std::optional<records::Reason> last_reason;  // the ledger's last line's
+  std::optional<records::Cause> last_cause;    // why its step ended, where the line says
 };
 
 // Reads one run (or array task) directory once (run/snapshot.hpp): metrics, attempts, checkpoints,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
 #include "common/run_layout.hpp"
@@ -219,6 +220,16 @@ std::optional<int64_t> last_committed_step(const fs::path& dir) {
     if (!best || *step > *best) best = step;
   }
   return best;
+}
+
+bool finished_at_checkpoint(const fs::path& dir) {
+  const auto step = last_committed_step(dir);
+  if (!step) return false;
+  std::ifstream in(dir / layout::kCheckpoints / layout::checkpoint_name(*step) / "trainer.json");
+  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  const auto it = j.find("finished");
+  return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
 std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step) {

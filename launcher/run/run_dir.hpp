@@ -84,6 +84,10 @@ std::vector<NodeLoss> node_losses(const std::vector<records::Attempt>& attempts)
 // The newest checkpoint directory (named as the store names them) that has its manifest (the
 // commit point).
 std::optional<int64_t> last_committed_step(const fs::path& dir);
+// Whether the newest committed checkpoint is the run's last: its trainer.json says
+// "finished": true, which rank 0 writes only once training is over (rank 0's end of training, as
+// the step supervisor's classifier needs it).
+bool finished_at_checkpoint(const fs::path& dir);
 // Seconds since the manifest of checkpoint `step` was written; nullopt when it cannot be read.
 std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step);
 

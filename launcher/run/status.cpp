@@ -186,14 +186,17 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
   if (s.malformed_attempts) j["malformed_ledger_lines"] = s.malformed_attempts;
   if (!attempts.empty()) {
     const auto& a = attempts.back();
-    j["last_attempt"] = {{F::kJobId, a.job_id},
-                         {F::kRestart, a.restart},
-                         {F::kStep, a.srun_step},
-                         {F::kNodes, a.nodes},
-                         {F::kStart, a.start},
-                         {F::kEnd, a.end},
-                         {F::kExitStatus, a.exit_status},
-                         {F::kReason, records::name_of(a.reason)}};
+    j["last_attempt"] = {
+        {F::kJobId, a.job_id},
+        {F::kRestart, a.restart},
+        {F::kStep, a.srun_step},
+        {F::kNodes, a.nodes},
+        {F::kStart, a.start},
+        {F::kEnd, a.end},
+        {F::kExitStatus, a.exit_status},
+        {F::kReason, records::name_of(a.reason)},
+        {F::kCause, a.cause ? nlohmann::json(records::name_of(*a.cause)) : nlohmann::json(nullptr)},
+        {F::kEvidence, a.evidence}};
   }
   j["node_losses"] = node_loss_records(attempts);
   size_t recovered = 0;
@@ -246,9 +249,17 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
   out << ")\n";
   if (d.contains("last_attempt")) {
     const auto& a = d["last_attempt"];
-    out << indent << "last:       " << a[F::kReason].get<std::string>() << ", exit status "
-        << a[F::kExitStatus].get<int64_t>() << ", " << a[F::kStart].get<std::string>() << " .. "
-        << a[F::kEnd].get<std::string>() << " on " << a[F::kNodes].get<std::string>() << '\n';
+    out << indent << "last:       " << a[F::kReason].get<std::string>();
+    if (a.contains(F::kCause) && a[F::kCause].is_string()) {
+      out << " (" << a[F::kCause].get<std::string>() << ")";
+    }
+    out << ", exit status " << a[F::kExitStatus].get<int64_t>() << ", "
+        << a[F::kStart].get<std::string>() << " .. " << a[F::kEnd].get<std::string>() << " on "
+        << a[F::kNodes].get<std::string>() << '\n';
+    // Why, in the words that decided it (the line of output, or Slurm's state).
+    if (a.contains(F::kEvidence) && !a[F::kEvidence].get<std::string>().empty()) {
+      out << indent << "why:        " << a[F::kEvidence].get<std::string>() << '\n';
+    }
   }
   if (!d["node_losses"].empty()) {
     out << indent << "node losses: " << d["node_losses"].size()

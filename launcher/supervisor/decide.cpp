@@ -21,6 +21,11 @@ Knobs knobs_from_spec(const spec::Spec& spec) {
   k.heartbeat_timeout_s = spec.resilience.heartbeat_timeout_s;
   k.hang_grace_s = spec.resilience.hang_grace_s;
   k.chain = spec.preemption.chain;
+  k.stop_on.clear();
+  for (const auto& name : spec.resilience.stop_on) {
+    if (const auto cause = records::parse<records::Cause>(name)) k.stop_on.push_back(*cause);
+  }
+  k.batch_size = spec.train.batch_size;
   return k;
 }
 
@@ -131,7 +136,10 @@ records::Reason end_reason(const Knobs& knobs, const Ending& e) {
   } else if (e.node_lost) {
     // Not the run's fault: no failure is counted.
     reason = may_restart ? Reason::kNodeLostRequeued : Reason::kFailed;
-  } else if (e.status == 0) {
+  } else if (e.cause && std::find(knobs.stop_on.begin(), knobs.stop_on.end(), *e.cause) !=
+                            knobs.stop_on.end()) {
+    return Reason::kFailed;  // a retry would end the same way
+  } else if (e.status == 0 && (!e.cause || *e.cause == records::Cause::kCompleted)) {
     reason = Reason::kCompleted;
   } else if (e.status == kExitRequeue) {
     reason = may_restart ? Reason::kRequeued : Reason::kRestartLimit;

@@ -25,6 +25,10 @@ struct Knobs {
   spec::OnNodeLoss policy = spec::OnNodeLoss::kRequeue;
   int64_t max_node_losses = 0, heartbeat_timeout_s = 10, hang_grace_s = 90;
   bool chain = false;  // submit the next job of a chain where requeue is refused
+  // The causes that stop the run at once, never retried (resilience.stop_on).
+  std::vector<records::Cause> stop_on = {records::Cause::kBadInput, records::Cause::kDiverged,
+                                         records::Cause::kOom};
+  int64_t batch_size = 0;  // per rank, for the advice an out-of-memory stop gives
 };
 Knobs knobs_from_spec(const spec::Spec& spec);
 
@@ -68,8 +72,12 @@ struct Ending {
   int status = 0;           // the step's exit status
   int64_t restart = 0;      // SLURM_RESTART_COUNT
   int64_t failures = 0;     // consecutive_failures of the ledger before this attempt
-  std::optional<int64_t> stalled;  // attempts_without_progress, once known
+  std::optional<int64_t> stalled;       // attempts_without_progress, once known
+  std::optional<records::Cause> cause;  // the classifier's (supervisor/causes.hpp)
 };
+// The reason, from the cause where there is one: a cause of knobs.stop_on ends the run (failed)
+// however many retries are left; a step that exited 0 without rank 0's end of training (cause
+// unknown) is a failure, not completed.
 records::Reason end_reason(const Knobs& knobs, const Ending& ending);
 
 // Whether the job's ExcNodeList may take `excluded` nodes: not when the partition (`total` nodes)

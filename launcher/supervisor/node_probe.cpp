@@ -89,8 +89,8 @@ Unanswered probe_slurmds(const Nodes& nodes, int port, milliseconds timeout) {
   Unanswered out;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (outcome[i].empty()) continue;
-    out.emplace_back(nodes[i],
-                     outcome[i] == "silent" ? records::Cause::kSilent : records::Cause::kRefused);
+    out.emplace_back(nodes[i], outcome[i] == "silent" ? records::LossCause::kSilent
+                                                      : records::LossCause::kRefused);
   }
   return out;
 }

@@ -19,7 +19,7 @@ namespace hpctrain::supervisor {
 // (node, cause) for each node whose slurmd did not answer: kSilent when nothing answered within
 // the deadline (cut off, powered off), kRefused when the connection was refused or the name does
 // not resolve (its processes were killed): the ledger's causes of a node loss.
-using Unanswered = std::vector<std::pair<std::string, records::Cause>>;
+using Unanswered = std::vector<std::pair<std::string, records::LossCause>>;
 
 // What the supervisor probes with: probe_slurmds, or a test's stand-in.
 using NodeProbe =

@@ -21,6 +21,8 @@
 #include "common/time.hpp"
 #include "render/render.hpp"
 #include "run/run_dir.hpp"
+#include "supervisor/causes.hpp"
+#include "supervisor/step_output.hpp"
 
 namespace hpctrain::supervisor {
 
@@ -82,13 +84,13 @@ records::Attempt attempt_line(const AttemptContext& c, int status, records::Reas
 void copy_loss(const records::Attempt& from, records::Attempt& to) {
   to.lost_nodes = from.lost_nodes;
   to.added_nodes = from.added_nodes;
-  to.cause = from.cause;
+  to.loss = from.loss;
   to.detected = from.detected;
   to.detected_by = from.detected_by;
   to.stop_s = from.stop_s;
 }
 
-using records::Cause;
+using records::LossCause;
 using Dead = Unanswered;  // (node, cause)
 
 // The allocation's nodes as the supervisor watches them.
@@ -179,6 +181,7 @@ class Supervisor {
   NodeWatch nodes_;
   SrunStep srun_;
   LossState loss_;
+  StepOutput output_;  // the current step's lines, for the classifier
   int status_ = 0;
 };
 
@@ -245,6 +248,7 @@ void Supervisor::run_steps() {
     options.env = common::environment_with(
         {"HPCTRAIN_STEP_TAG=" + tag(), "HPCTRAIN_WORLD_SIZE=" + std::to_string(srun_.world)});
     const auto argv = srun_argv_(shape);
+    output_.mark();
     common::Process srun(argv, options);
     if (!srun.started()) warn("hpctrain: cannot run " + argv[0] + ": " + srun.error());
     const int status = watch_step(srun);
@@ -307,7 +311,7 @@ void Supervisor::look_again(int status) {
     } else if (std::none_of(loss_.dead.begin(), loss_.dead.end(),
                             [&](const auto& d) { return d.first == *node; })) {
       loss_.dead.emplace_back(
-          *node, v->kind == records::MetricsKind::kHang ? Cause::kHang : Cause::kStraggler);
+          *node, v->kind == records::MetricsKind::kHang ? LossCause::kHang : LossCause::kStraggler);
     }
   }
   if (loss_.dead.empty()) return;
@@ -326,18 +330,18 @@ bool Supervisor::handle_loss(int status) {
   ++loss_.count;
   const auto& [first, cause] = loss_.dead.front();
   loss_.fields = {};
-  loss_.fields.cause = cause;
+  loss_.fields.loss = cause;
   switch (cause) {
-    case Cause::kSilent:
+    case LossCause::kSilent:
       loss_.fields.detected_by = "no answer from slurmd on " + first + " within 2 s";
       break;
-    case Cause::kHang:
+    case LossCause::kHang:
       loss_.fields.detected_by = "hang watchdog: " + loss_.suspect_text;
       break;
-    case Cause::kStraggler:
+    case LossCause::kStraggler:
       loss_.fields.detected_by = "evicted, " + loss_.suspect_text;
       break;
-    case Cause::kRefused:
+    case LossCause::kRefused:
       loss_.fields.detected_by = "slurmd on " + first + " refused the connection";
       break;
   }
@@ -366,12 +370,19 @@ bool Supervisor::handle_loss(int status) {
   // The line waits for the recovery time (flush_loss), describing the step that ended.
   loss_.pending = line(status, records::Reason::kNodeLost);
   copy_loss(loss_.fields, *loss_.pending);
+  EndFacts facts;
+  facts.status = status;
+  facts.node_lost = cause;
+  facts.loss_text = loss_.fields.detected_by;
+  const Classified lost = classify(facts);
+  loss_.pending->cause = lost.cause;
+  loss_.pending->evidence = lost.evidence;
   ++srun_.index;
   // Fence: ranks on a node nobody can reach (cut off, not dead) stop themselves within the
   // heartbeat timeout, rank 0 a beat later; none of them may still write to the run directory
   // when the new step starts.
   for (const auto& [node, why] : loss_.dead) {
-    if (why != Cause::kSilent) continue;
+    if (why != LossCause::kSilent) continue;
     const int64_t fence_ms = loss_.detected_ms + (k_.heartbeat_timeout_s + 5) * 1000;
     while (unix_time_ms() < fence_ms && !terminated()) pause_for(milliseconds(500));
     break;
@@ -466,15 +477,26 @@ void Supervisor::exclude_on_requeue() {
 int Supervisor::finish() {
   // When the job is cancelled while srun is still launching the step, srun can return 0 and the
   // TERM may never come here; a job that is no longer RUNNING is being terminated.
-  if (!terminated()) {
-    const auto state =
-        or_unknown([&] { return slurm::state_of(slurm_.query(c_.job), c_.job); }, std::string());
-    if (!state.empty() && state != "RUNNING") g_terminated = 1;
-  }
+  // Slurm's state of the job also says why TERM came (TIMEOUT, CANCELLED, a requeue's PENDING).
+  const auto state =
+      or_unknown([&] { return slurm::state_of(slurm_.query(c_.job), c_.job); }, std::string());
+  if (!state.empty() && state != "RUNNING") g_terminated = 1;
   const auto ledger = records::read_attempts(c_.task_dir);
   const auto newest = run::last_committed_step(c_.task_dir);
+  EndFacts facts;
+  facts.status = status_;
+  facts.terminated = terminated();
+  facts.slurm_state = state;
+  if (!loss_.dead.empty()) {
+    facts.node_lost = loss_.fields.loss;
+    facts.loss_text = loss_.fields.detected_by;
+  }
+  facts.finished = run::finished_at_checkpoint(c_.task_dir);
+  facts.lines = output_.lines();
+  const Classified why = classify(facts);
   Ending e{terminated(), !loss_.dead.empty(),          status_,
-           c_.restart,   consecutive_failures(ledger), attempts_without_progress(ledger, newest)};
+           c_.restart,   consecutive_failures(ledger), attempts_without_progress(ledger, newest),
+           why.cause};
   const records::Reason reason = end_reason(k_, e);
   if (reason == records::Reason::kNoProgress) {
     warn("hpctrain: " + std::to_string(*e.stalled) +
@@ -484,6 +506,8 @@ int Supervisor::finish() {
          std::to_string(k_.max_no_progress) + ")");
   }
   records::Attempt a = line(status_, reason);
+  a.cause = why.cause;
+  a.evidence = why.evidence;
   if (!e.terminated && e.node_lost) {
     copy_loss(loss_.fields, a);
   }
@@ -500,9 +524,23 @@ int Supervisor::finish() {
   const Continued how = requeueing ? requeue_or_chain(excluding) : Continued::kNeither;
   if (how == Continued::kChained) a.reason = records::chained(reason);
   records::append_attempt(c_.task_dir, a);
+  const std::string cause(records::name_of(why.cause));
   say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
-      std::string(records::name_of(a.reason)));
+      std::string(records::name_of(a.reason)) + " (" + cause + ")");
   if (how == Continued::kRequeued && excluding) exclude_on_requeue();
+  const bool stopped =
+      std::find(k_.stop_on.begin(), k_.stop_on.end(), why.cause) != k_.stop_on.end();
+  if (reason == records::Reason::kFailed && stopped && !e.terminated && !e.node_lost) {
+    // The job's last log line: the verdict, and what the user can do.
+    const std::string advice = advice_for(why.cause, k_.batch_size);
+    warn("hpctrain: the run stopped: " + cause +
+         (why.evidence.empty() ? "" : " (" + why.evidence + ")") +
+         "; not retried: a retry would end the same way (resilience.stop_on)" +
+         (advice.empty() ? "" : ". What to do: " + advice));
+  } else if (reason == records::Reason::kFailed || why.cause == records::Cause::kUnknown) {
+    warn("hpctrain: the attempt ended: " + cause +
+         (why.evidence.empty() ? "" : " (" + why.evidence + ")"));
+  }
   return how == Continued::kNeither ? status_ : kExitOk;
 }
 
@@ -570,6 +608,9 @@ void record_setup_failure(const AttemptContext& c, int status, records::Reason r
                           int64_t world) {
   records::Attempt a = attempt_line(c, status, reason);
   if (world > 0) a.world_size = world;
+  a.cause = status == kExitBadInput ? records::Cause::kBadInput : records::Cause::kUnknown;
+  a.evidence = "the batch script's set-up failed with exit status " + std::to_string(status) +
+               " (its lines above in the job's log)";
   records::append_attempt(c.task_dir, a);
 }
 

@@ -32,6 +32,15 @@ inline constexpr int kExitHang = 77;
 // resilience.straggler_windows log windows in a row (resilience.evict_stragglers): the step
 // supervisor replaces that node as if it were lost (docs/resilience.md "Stragglers").
 inline constexpr int kExitEvict = 78;
+// The loss diverged (not finite, or a spike past resilience.loss_spike_factor, or fp16 skipping
+// every step): every rank stops and the step supervisor stops the run (cause diverged) rather than
+// retry what would diverge again.
+inline constexpr int kExitDiverged = 79;
+
+// How a worker says why it ended, one line on stderr before a failed exit, which the step
+// supervisor's classifier reads (launcher/supervisor/causes.hpp): "hpctrain-worker ended: CAUSE
+// (exit status N): what", CAUSE a name of records::Cause.
+inline constexpr const char* kWorkerEndMarker = "hpctrain-worker ended: ";
 
 // Thrown to end a program with `status` once what() (a whole message, "hpctrain: ..." for the
 // launcher) is printed to stderr: the launcher's commands and what they call in launcher/run.

@@ -435,13 +435,15 @@ std::string to_line(const Attempt& a) {
   j[field::kEnd] = a.end;
   j[field::kExitStatus] = a.exit_status;
   j[field::kReason] = std::string(name_of(a.reason));
+  if (a.cause) j[field::kCause] = std::string(name_of(*a.cause));
+  if (!a.evidence.empty()) j[field::kEvidence] = a.evidence;
   j[field::kLastStep] = optional(a.last_step);
   j[field::kStep] = a.srun_step;
   j[field::kWorldSize] = optional(a.world_size);
   if (!a.lost_nodes.empty()) {
     j[field::kLostNodes] = a.lost_nodes;
     j[field::kAddedNodes] = a.added_nodes;
-    j[field::kCause] = a.cause ? std::string(name_of(*a.cause)) : std::string();
+    j[field::kLossKind] = a.loss ? std::string(name_of(*a.loss)) : std::string();
     j[field::kDetected] = a.detected;
     j[field::kDetectedBy] = a.detected_by;
     j[field::kStopS] = optional(a.stop_s);
@@ -472,10 +474,21 @@ std::optional<Attempt> parse_attempt_line(std::string_view line) {
     a.world_size = number_field<int64_t>(j, field::kWorldSize);
     a.lost_nodes = text_field(j, field::kLostNodes);
     a.added_nodes = text_field(j, field::kAddedNodes);
+    if (const std::string loss = text_field(j, field::kLossKind); !loss.empty()) {
+      a.loss = parse<LossCause>(loss);
+      if (!a.loss) return std::nullopt;
+    }
     if (const std::string cause = text_field(j, field::kCause); !cause.empty()) {
       a.cause = parse<Cause>(cause);
+      // A ledger older than causes wrote how a node loss was found as its "cause".
+      const auto old = parse<LossCause>(cause);
+      if (old && !a.loss && !a.lost_nodes.empty()) {
+        a.loss = old;
+        if (!a.cause) a.cause = Cause::kNodeLost;
+      }
       if (!a.cause) return std::nullopt;
     }
+    a.evidence = text_field(j, field::kEvidence);
     a.detected = text_field(j, field::kDetected);
     a.detected_by = text_field(j, field::kDetectedBy);
     a.stop_s = number_field<double>(j, field::kStopS);
@@ -601,7 +614,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> field_names() {
   };
   Attempt a;
   a.reason = Reason::kNodeLost;
-  a.lost_nodes = a.excluded = a.avoided = "n";
+  a.cause = Cause::kNodeLost;
+  a.lost_nodes = a.excluded = a.avoided = a.evidence = "n";
   out.emplace_back("attempt", keys(to_line(a)));
   Submission s;
   s.chained_from = "1";

@@ -50,9 +50,29 @@ enum class Reason {
   kFailedChained,
   kNodeLostChained,
 };
-// How a node loss was found (attempts.jsonl's "cause"): its slurmd did not answer (silent) or
-// refused the probe, the hang watchdog named its ranks, or it was evicted as a straggler.
-enum class Cause { kSilent, kRefused, kHang, kStraggler };
+// Why a step ended (attempts.jsonl's "cause"), as the step supervisor's classifier found it from
+// the exit status, Slurm's word and the step's last lines (supervisor/causes.hpp; the table in
+// docs/resilience.md). The ledger's reason says what was done about it.
+enum class Cause {
+  kCompleted,
+  kPreempted,
+  kTimeLimit,
+  kCancelled,
+  kNodeLost,
+  kHang,
+  kStraggler,
+  kOom,
+  kFilesystem,
+  kNetwork,
+  kGpuHardware,
+  kBadInput,
+  kDiverged,
+  kUnknown,
+};
+// How a node loss was found (attempts.jsonl's "loss_kind"; "cause" on ledgers older than causes):
+// its slurmd did not answer (silent) or refused the probe, the hang watchdog named its ranks, or it
+// was evicted as a straggler.
+enum class LossCause { kSilent, kRefused, kHang, kStraggler };
 
 template <typename E>
 struct Names;
@@ -70,6 +90,12 @@ struct Names<Reason> {
 };
 template <>
 struct Names<Cause> {
+  static constexpr std::array<std::string_view, 14> kValues = {
+      "completed", "preempted",  "time_limit", "cancelled",    "node_lost", "hang",     "straggler",
+      "oom",       "filesystem", "network",    "gpu_hardware", "bad_input", "diverged", "unknown"};
+};
+template <>
+struct Names<LossCause> {
   static constexpr std::array<std::string_view, 4> kValues = {"silent", "refused", "hang",
                                                               "straggler"};
 };
@@ -160,6 +186,8 @@ inline constexpr const char* kLastStep = "last_step";
 inline constexpr const char* kLostNodes = "lost_nodes";
 inline constexpr const char* kAddedNodes = "added_nodes";
 inline constexpr const char* kCause = "cause";
+inline constexpr const char* kEvidence = "evidence";
+inline constexpr const char* kLossKind = "loss_kind";
 inline constexpr const char* kDetected = "detected";
 inline constexpr const char* kDetectedBy = "detected_by";
 inline constexpr const char* kStopS = "stop_s";
@@ -322,6 +350,10 @@ struct Attempt {
   std::string start, end;
   int64_t exit_status = 0;
   Reason reason = Reason::kCompleted;
+  // Why the step ended, and the line (or, for unknown, the last lines) that decided; absent on
+  // lines older than causes.
+  std::optional<Cause> cause;
+  std::string evidence;
   std::optional<int64_t> last_step;  // the newest committed checkpoint
   // The srun step within the job attempt ("step" in the file); 0 on lines that predate steps.
   int64_t srun_step = 0;
@@ -329,7 +361,7 @@ struct Attempt {
   // Set on node-loss lines: node names as written (comma-separated); added_nodes is empty when
   // the world shrank instead.
   std::string lost_nodes, added_nodes;
-  std::optional<Cause> cause;
+  std::optional<LossCause> loss;
   std::string detected, detected_by;  // UTC with milliseconds; a sentence saying how
   std::optional<double> stop_s;       // detection until every surviving rank had stopped
   std::optional<double> recover_s;    // detection until the next step's first training step

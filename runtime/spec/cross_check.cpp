@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "common/records.hpp"
 #include "spec/internal.hpp"
 
 namespace hpctrain::spec {
@@ -383,6 +384,22 @@ void check_resilience(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
     sink.warning(origin_of(m, "resilience.evict_stragglers"), "resilience.evict_stragglers",
                  "with no spare node, an evicted straggler's node costs a requeue (with the node "
                  "excluded): add resilience.spare_nodes");
+  }
+  // resilience.stop_on: the causes of a failure (the others have policies of their own: a
+  // preemption requeues, a lost node is replaced, ...).
+  using records::Cause;
+  static const std::set<Cause> kStoppable = {
+      Cause::kOom,      Cause::kFilesystem, Cause::kNetwork, Cause::kGpuHardware,
+      Cause::kBadInput, Cause::kDiverged,   Cause::kUnknown};
+  for (const auto& name : r.stop_on) {
+    const auto cause = records::parse<Cause>(name);
+    if (cause && kStoppable.count(*cause)) continue;
+    std::string names;
+    for (const auto c : kStoppable) {
+      names += (names.empty() ? "" : ", ") + std::string(records::name_of(c));
+    }
+    sink.error(origin_of(m, "resilience.stop_on"), "resilience.stop_on",
+               quote(name) + " is not a cause a run can stop on", "one of " + names);
   }
   if (!r.evict_stragglers) {
     for (const char* key : {"resilience.straggler_ratio", "resilience.straggler_windows"}) {

@@ -148,6 +148,9 @@ void for_each_key(S& s, F&& f) {
   f("resilience.evict_stragglers", r.evict_stragglers);
   f("resilience.straggler_ratio", r.straggler_ratio);
   f("resilience.straggler_windows", r.straggler_windows);
+  f("resilience.stop_on", r.stop_on);
+  f("resilience.loss_spike_factor", r.loss_spike_factor);
+  f("resilience.fp16_skip_limit", r.fp16_skip_limit);
 
   f("sweep.mode", s.sweep.mode);
   f("sweep.max_parallel", s.sweep.max_parallel);

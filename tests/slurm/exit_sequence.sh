@@ -14,4 +14,10 @@ status=${statuses[-1]}
 (( restart < ${#statuses[@]} )) && status=${statuses[restart]}
 : > "$HPCTRAIN_RUN_DIR/attempt$restart-rank${SLURM_PROCID:?}"
 echo "exit_sequence: rank $SLURM_PROCID, attempt $((restart + 1)), exits $status"
+# Exit 0 is the end of training: rank 0 leaves what the worker leaves then (a committed checkpoint
+# whose trainer.json says finished), without which an exit 0 is no completed run.
+if (( status == 0 && SLURM_PROCID == 0 )); then
+  step=$HPCTRAIN_RUN_DIR/checkpoints/step-000000001
+  mkdir -p "$step" && echo '{"finished": true}' > "$step/trainer.json" && : > "$step/manifest.json"
+fi
 exit "$status"

@@ -32,22 +32,32 @@ wait_for_go() {
   echo "payload: no $go within 120 s" >&2
   exit 1
 }
+# finish: what the worker leaves at the end of training (rank 0: a committed checkpoint whose
+# trainer.json says finished), then exit 0; without it the step supervisor takes an exit 0 for no
+# completed run.
+finish() {
+  if (( rank == 0 )); then
+    local step=$HPCTRAIN_RUN_DIR/checkpoints/step-000000001
+    mkdir -p "$step" && echo '{"finished": true}' > "$step/trainer.json" && : > "$step/manifest.json"
+  fi
+  exit 0
+}
 case ${PAYLOAD_MODE:-ok} in
-  ok) exit 0 ;;
+  ok) finish ;;
   env)
     # Every NASTY_* variable, NUL-separated, as the rank sees it.
     for v in ${!NASTY_@}; do printf '%s=%s\0' "$v" "${!v}"; done > "$mark.env"
-    exit 0 ;;
-  requeue-once) (( restart == 0 )) && exit 75; exit 0 ;;
+    finish ;;
+  requeue-once) (( restart == 0 )) && exit 75; finish ;;
   requeue-always) exit 75 ;;
   go-then-requeue-twice)
     # The first two attempts each wait for their go file (go-0, go-1: the test changes the job
     # first), then ask to be requeued; the third completes.
-    (( restart >= 2 )) && exit 0
+    (( restart >= 2 )) && finish
     wait_for_go "go-$restart"
     exit 75 ;;
   fail) exit 3 ;;
-  wait-for-go) wait_for_go; exit 0 ;;
-  sweep) grep -E '^lr = ' "$spec" > "$mark.lr"; exit 0 ;;
+  wait-for-go) wait_for_go; finish ;;
+  sweep) grep -E '^lr = ' "$spec" > "$mark.lr"; finish ;;
   *) echo "payload: unknown PAYLOAD_MODE ${PAYLOAD_MODE}" >&2; exit 64 ;;
 esac

@@ -271,8 +271,12 @@ TEST(Records, EveryNameParsesBack) {
   for (const auto kind : all<MetricsKind>()) EXPECT_EQ(parse<MetricsKind>(name_of(kind)), kind);
   for (const auto reason : all<Reason>()) EXPECT_EQ(parse<Reason>(name_of(reason)), reason);
   for (const auto cause : all<Cause>()) EXPECT_EQ(parse<Cause>(name_of(cause)), cause);
+  for (const auto loss : all<LossCause>()) EXPECT_EQ(parse<LossCause>(name_of(loss)), loss);
   EXPECT_EQ(all<Reason>().size(), 13u);
-  EXPECT_EQ(all<Cause>().size(), 4u);
+  EXPECT_EQ(all<Cause>().size(), 14u);
+  EXPECT_EQ(all<LossCause>().size(), 4u);
+  EXPECT_EQ(name_of(Cause::kGpuHardware), "gpu_hardware");
+  EXPECT_EQ(name_of(LossCause::kSilent), "silent");
   EXPECT_EQ(all<MetricsKind>().size(), 6u);
   EXPECT_EQ(name_of(Reason::kNodeLostRequeued), "node_lost_requeued");
   EXPECT_EQ(name_of(Cause::kStraggler), "straggler");
@@ -326,7 +330,9 @@ Attempt node_loss_line() {
   a.world_size = 6;
   a.lost_nodes = "node2";
   a.added_nodes = "node4";
-  a.cause = Cause::kRefused;
+  a.cause = Cause::kNodeLost;
+  a.evidence = "slurmd on node2 refused the connection";
+  a.loss = LossCause::kRefused;
   a.detected = "2026-11-23T23:41:08.412Z";
   a.detected_by = "slurmd on node2 refused the connection";
   a.stop_s = 1.3;
@@ -353,16 +359,34 @@ TEST(Records, LedgerLinesAreTheSupervisorsBytes) {
   const std::string lost =
       R"({"job_id":"12","array_task_id":null,"restart":0,"nodes":"node[1-3]",)"
       R"("start":"2026-11-23T23:40:01Z","end":"2026-11-23T23:41:10Z","exit_status":76,)"
-      R"("reason":"node_lost","last_step":40,"step":0,"world_size":6,"lost_nodes":"node2",)"
-      R"("added_nodes":"node4","cause":"refused","detected":"2026-11-23T23:41:08.412Z",)"
+      R"("reason":"node_lost","cause":"node_lost","evidence":"slurmd on node2 refused the )"
+      R"(connection","last_step":40,"step":0,"world_size":6,"lost_nodes":"node2",)"
+      R"("added_nodes":"node4","loss_kind":"refused","detected":"2026-11-23T23:41:08.412Z",)"
       R"("detected_by":"slurmd on node2 refused the connection","stop_s":1.3,"recover_s":22.8})";
   EXPECT_EQ(to_line(node_loss_line()), lost);
   EXPECT_EQ(to_line(*parse_attempt_line(lost)), lost);
+
+  // A ledger written before causes said how the node was lost as its "cause": read as the loss's
+  // kind, the cause node_lost (or the hang or straggler it was).
+  for (const auto& [old_cause, cause] :
+       std::vector<std::pair<std::string, Cause>>{{"refused", Cause::kNodeLost},
+                                                  {"silent", Cause::kNodeLost},
+                                                  {"hang", Cause::kHang},
+                                                  {"straggler", Cause::kStraggler}}) {
+    const auto old = parse_attempt_line(
+        R"({"job_id":"12","reason":"node_lost","lost_nodes":"node2","added_nodes":"node4",)"
+        R"("cause":")" +
+        old_cause + R"("})");
+    ASSERT_TRUE(old) << old_cause;
+    EXPECT_EQ(old->cause, cause) << old_cause;
+    EXPECT_EQ(old->loss, parse<LossCause>(old_cause)) << old_cause;
+  }
 
   // A requeue after a loss: no recover_s; the job's exclusion and avoided nodes when set.
   Attempt r = node_loss_line();
   r.reason = Reason::kNodeLostRequeued;
   r.cause = Cause::kHang;
+  r.loss = LossCause::kHang;
   r.recover_s.reset();
   r.excluded = "node2";
   r.avoided = "node5";
@@ -370,6 +394,7 @@ TEST(Records, LedgerLinesAreTheSupervisorsBytes) {
   ASSERT_TRUE(back);
   EXPECT_EQ(back->reason, Reason::kNodeLostRequeued);
   EXPECT_EQ(back->cause, Cause::kHang);
+  EXPECT_EQ(back->loss, LossCause::kHang);
   EXPECT_EQ(back->excluded, "node2");
   EXPECT_EQ(back->avoided, "node5");
   EXPECT_EQ(to_line(r).find("recover_s"), std::string::npos);
@@ -421,7 +446,8 @@ TEST(Records, MalformedLedgerLinesAreSkippedAndCounted) {
   const auto a = read_attempts(dir.path(), &malformed);
   EXPECT_EQ(malformed, 7u);
   ASSERT_EQ(a.size(), 2u);
-  EXPECT_EQ(a[0].cause, Cause::kRefused);
+  EXPECT_EQ(a[0].cause, Cause::kNodeLost);
+  EXPECT_EQ(a[0].loss, LossCause::kRefused);
   EXPECT_EQ(a[1].job_id, "2");
   EXPECT_FALSE(a[1].cause);
   EXPECT_TRUE(read_attempts(dir / "nowhere").empty());

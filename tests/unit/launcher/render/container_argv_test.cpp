@@ -39,8 +39,12 @@ if [[ $1 != *://* && ! -f $1 ]]; then echo "FATAL: could not open image $1" >&2;
 shift
 exec "$@"
 )";
+// The worker records its argv and leaves what a worker leaves at the end of training in the run
+// directory (the spec's folder): a committed checkpoint whose trainer.json says finished.
 constexpr const char* kWorker = R"(#!/bin/bash
 printf '%s\0' "$0" "$@" > "$ARGV_DIR/worker"
+step=$(dirname -- "$2")/checkpoints/step-000000001
+mkdir -p -- "$step" && echo '{"finished": true}' > "$step/trainer.json" && : > "$step/manifest.json"
 )";
 constexpr const char* kScontrol = R"(#!/bin/bash
 printf '%s\0' "$@" >> "$ARGV_DIR/scontrol"

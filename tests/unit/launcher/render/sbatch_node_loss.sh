@@ -111,6 +111,14 @@ echo "$HPCTRAIN_WORLD_SIZE $HPCTRAIN_STEP_TAG" > "$RUN/srun-$n.env"
 started() { printf '{"kind":"started","step":1,"tag":"%s","wall_time":%s}\n' "$HPCTRAIN_STEP_TAG" "$(date +%s.%N)" >> "$RUN/metrics.jsonl"; }
 # verdict KIND HOST: rank 0's record of a hang (KIND hang) or an evicted straggler (evict).
 verdict() { printf '{"hosts":["%s"],"kind":"%s","message":"%s: rank 2 (%s) \\"stuck\\" at step 5","ranks":[2,3],"step":5,"tag":"%s","wall_time":%s}\n' "$2" "$1" "$1" "$2" "$HPCTRAIN_STEP_TAG" "$(date +%s.%N)" >> "$RUN/metrics.jsonl"; }
+# finished: a worker's end of training (a committed checkpoint whose trainer.json says finished),
+# then exit 0: an exit 0 without it is no completed run.
+finished() {
+  mkdir -p "$RUN/checkpoints/step-000000099"
+  echo '{"finished": true}' > "$RUN/checkpoints/step-000000099/trainer.json"
+  : > "$RUN/checkpoints/step-000000099/manifest.json"
+  exit 0
+}
 source "$PLAY/srun-$n.sh"
 SH
 chmod +x "$work/bin"/*
@@ -165,7 +173,7 @@ all=(127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4)
 # replace
 mkdir -p "$work/replace/play"
 echo "$(kill_node 127.0.0.3); sleep 60" > "$work/replace/play/srun-1.sh"
-echo 'sleep 0.5; started; sleep 2; exit 0' > "$work/replace/play/srun-2.sh"
+echo 'sleep 0.5; started; sleep 2; finished' > "$work/replace/play/srun-2.sh"
 scenario replace 3 'spare_nodes = 1' "${all[@]}"
 [[ $(cat "$work/replace/status") == 0 ]] || check_failed "replace: script exited $(cat "$work/replace/status"): $(cat "$work/replace/err")"
 grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.4' "$work/replace/srun-1.argv" || check_failed "replace: first step's nodes: $(cat "$work/replace/srun-1.argv")"
@@ -181,7 +189,7 @@ has replace 2 '.reason == "completed" and .step == 1 and .nodes == "127.0.0.2,12
 # noticed: the ranks exit 76 first; the supervisor finds the node lost after the fact.
 mkdir -p "$work/noticed/play"
 echo "kill \$(cat '$work/listener-127.0.0.4'); sleep 0.2; exit 76" > "$work/noticed/play/srun-1.sh"
-echo 'started; sleep 1.5; exit 0' > "$work/noticed/play/srun-2.sh"
+echo 'started; sleep 1.5; finished' > "$work/noticed/play/srun-2.sh"
 scenario noticed 3 'spare_nodes = 1' "${all[@]}"
 has noticed 1 '.reason == "node_lost" and .lost_nodes == "127.0.0.4" and .exit_status == 76 and .added_nodes == "127.0.0.1"'
 has noticed 2 '.reason == "completed"'
@@ -190,7 +198,7 @@ has noticed 2 '.reason == "completed"'
 FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3"
 mkdir -p "$work/shrink/play"
 echo "$(kill_node 127.0.0.2); sleep 60" > "$work/shrink/play/srun-1.sh"
-echo 'started; sleep 1.5; exit 0' > "$work/shrink/play/srun-2.sh"
+echo 'started; sleep 1.5; finished' > "$work/shrink/play/srun-2.sh"
 scenario shrink 3 'on_node_loss = "shrink"' 127.0.0.1 127.0.0.2 127.0.0.3
 grep -qx -- '--nodelist=127.0.0.2,127.0.0.3,127.0.0.1' "$work/shrink/srun-1.argv" || check_failed "shrink: first step's nodes"
 grep -qx -- '--nodelist=127.0.0.3,127.0.0.1' "$work/shrink/srun-2.argv" || check_failed "shrink: second step's nodes: $(cat "$work/shrink/srun-2.argv")"
@@ -222,7 +230,7 @@ grep -q 'not excluding 127.0.0.2 on requeue: partition .* has 4 nodes and the jo
 # hang: the watchdog named 127.0.0.3's ranks; every rank exited 77, every slurmd still answers.
 mkdir -p "$work/hang/play"
 echo 'sleep 0.5; verdict hang 127.0.0.3; exit 77' > "$work/hang/play/srun-1.sh"
-echo 'started; sleep 1.5; exit 0' > "$work/hang/play/srun-2.sh"
+echo 'started; sleep 1.5; finished' > "$work/hang/play/srun-2.sh"
 scenario hang 3 'spare_nodes = 1' "${all[@]}"
 grep -qx -- '--nodelist=127.0.0.2,127.0.0.4,127.0.0.1' "$work/hang/srun-2.argv" || check_failed "hang: second step's nodes: $(cat "$work/hang/srun-2.argv")"
 has hang 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.3" and .added_nodes == "127.0.0.1" and .exit_status == 77 and (.detected_by | startswith("hang watchdog: hang: rank 2 (127.0.0.3) \"stuck\" at step 5")) and (.recover_s | type == "number") and .stop_s < 5'
@@ -231,7 +239,7 @@ has hang 2 '.reason == "completed" and .nodes == "127.0.0.2,127.0.0.4,127.0.0.1"
 # resilience.hang_grace_s later and the node replaced all the same.
 mkdir -p "$work/hang-stuck/play"
 echo 'verdict hang 127.0.0.4; sleep 60' > "$work/hang-stuck/play/srun-1.sh"
-echo 'started; sleep 1.5; exit 0' > "$work/hang-stuck/play/srun-2.sh"
+echo 'started; sleep 1.5; finished' > "$work/hang-stuck/play/srun-2.sh"
 scenario hang-stuck 3 $'spare_nodes = 1\nhang_grace_s = 3' "${all[@]}"
 grep -qx -- '--signal=KILL 4242.0' "$work/hang-stuck/scancel.calls" || check_failed "hang-stuck: the step was not killed"
 has hang-stuck 1 '.reason == "node_lost" and .cause == "hang" and .lost_nodes == "127.0.0.4" and .stop_s >= 3 and .stop_s < 15'
@@ -247,7 +255,7 @@ has hang-unnamed 1 '.reason == "failed_requeued" and .exit_status == 77'
 # evict: the ranks checkpointed and let 127.0.0.2 go as a straggler.
 mkdir -p "$work/evict/play"
 echo 'started; sleep 0.5; verdict evict 127.0.0.2; exit 78' > "$work/evict/play/srun-1.sh"
-echo 'started; sleep 1.5; exit 0' > "$work/evict/play/srun-2.sh"
+echo 'started; sleep 1.5; finished' > "$work/evict/play/srun-2.sh"
 scenario evict 3 $'spare_nodes = 1\nevict_stragglers = true' "${all[@]}"
 grep -qx -- '--nodelist=127.0.0.3,127.0.0.4,127.0.0.1' "$work/evict/srun-2.argv" || check_failed "evict: second step's nodes: $(cat "$work/evict/srun-2.argv")"
 has evict 1 '.reason == "node_lost" and .cause == "straggler" and .lost_nodes == "127.0.0.2" and .exit_status == 78 and (.detected_by | startswith("evicted, evict: rank 2"))'
@@ -260,7 +268,7 @@ FAKE_NODES="127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5"
 mkdir -p "$work/losses-limit/play"
 echo 'started; sleep 0.5; verdict evict 127.0.0.2; exit 78' > "$work/losses-limit/play/srun-1.sh"
 echo 'started; sleep 0.5; verdict hang 127.0.0.3; exit 77' > "$work/losses-limit/play/srun-2.sh"
-echo 'started; exit 0' > "$work/losses-limit/play/srun-3.sh"
+echo 'started; finished' > "$work/losses-limit/play/srun-3.sh"
 scenario losses-limit 3 $'spare_nodes = 2\nmax_node_losses = 1\nevict_stragglers = true' \
   127.0.0.1 127.0.0.2 127.0.0.3 127.0.0.4 127.0.0.5
 [[ $(cat "$work/losses-limit/srun.count") == 2 ]] ||
@@ -296,7 +304,7 @@ for name in avoid avoid-short; do
   mkdir -p "$work/$name/play"
   echo '{"job_id":"4242","reason":"node_lost_requeued","lost_nodes":"127.0.0.2","last_step":10}' > "$work/$name/attempts.jsonl"
   echo '{"job_id":"999","reason":"node_lost_requeued","lost_nodes":"127.0.0.3","last_step":null}' >> "$work/$name/attempts.jsonl"
-  echo 'started; exit 0' > "$work/$name/play/srun-1.sh"
+  echo 'started; finished' > "$work/$name/play/srun-1.sh"
 done
 scenario avoid 3 'spare_nodes = 1' "${all[@]}"
 grep -qx -- '--nodelist=127.0.0.3,127.0.0.4,127.0.0.1' "$work/avoid/srun-1.argv" || check_failed "avoid: step's nodes: $(cat "$work/avoid/srun-1.argv")"
@@ -309,7 +317,7 @@ has avoid-short 3 '.reason == "completed" and .avoided == null'
 
 # gate: 127.0.0.3 has no slurmd from the start.
 mkdir -p "$work/gate/play"
-echo 'sleep 1; exit 0' > "$work/gate/play/srun-1.sh"
+echo 'sleep 1; finished' > "$work/gate/play/srun-1.sh"
 scenario gate 3 'spare_nodes = 1' 127.0.0.1 127.0.0.2 127.0.0.4
 grep -q 'node loss is not watched' "$work/gate/err" || check_failed "gate: no warning: $(cat "$work/gate/err")"
 grep -q -- '--nodelist' "$work/gate/srun-1.argv" && check_failed "gate: srun got a node list"
@@ -318,7 +326,7 @@ has gate 1 '.reason == "completed"'
 # term: scancel during the setup, before any step.
 FAKE_NODES="127.0.0.1 127.0.0.2"
 mkdir -p "$work/term/play"
-echo 'started; exit 0' > "$work/term/play/srun-1.sh"
+echo 'started; finished' > "$work/term/play/srun-1.sh"
 TERM_IN_SETUP=1 scenario term 2 '' 127.0.0.1 127.0.0.2
 [[ $(cat "$work/term/status") == 143 ]] || check_failed "term: script exited $(cat "$work/term/status"): $(cat "$work/term/err")"
 [[ -e $work/term/srun.count ]] && check_failed "term: a step was started after the TERM"
@@ -326,7 +334,7 @@ has term 1 '.reason == "terminated" and .exit_status == 143 and .step == 0'
 [[ $(wc -l < "$work/term/attempts.jsonl") == 1 ]] || check_failed "term: ledger lines"
 # term-early: the TERM comes before the hand-over: the script passes it on.
 mkdir -p "$work/term-early/play"
-echo 'started; exit 0' > "$work/term-early/play/srun-1.sh"
+echo 'started; finished' > "$work/term-early/play/srun-1.sh"
 TERM_BEFORE_HANDOVER=1 scenario term-early 2 '' 127.0.0.1 127.0.0.2
 [[ $(cat "$work/term-early/status") == 143 ]] || check_failed "term-early: script exited $(cat "$work/term-early/status"): $(cat "$work/term-early/err")"
 [[ -e $work/term-early/srun.count ]] && check_failed "term-early: a step was started after the TERM"

@@ -353,11 +353,19 @@ TEST(ListRows, TheTable) {
   std::getline(lines, live);
   std::getline(lines, fresh);
   std::getline(lines, old);
-  EXPECT_EQ(header,
-            "RUN             STATE             STEP                TOP-1    RESTARTS  CHECKPOINT");
-  EXPECT_EQ(live, "live            RUNNING           300/900             75.00%   0         none");
-  EXPECT_EQ(fresh, "new             unsubmitted       -                   -        0         none");
-  EXPECT_EQ(old, "old             ledger:completed  40 (epoch 2/3)      -        1         none");
+  EXPECT_EQ(
+      header,
+      "RUN             STATE             STEP                TOP-1    RESTARTS  ENDED         "
+      "CHECKPOINT");
+  EXPECT_EQ(live,
+            "live            RUNNING           300/900             75.00%   0         -            "
+            " none");
+  EXPECT_EQ(fresh,
+            "new             unsubmitted       -                   -        0         -            "
+            " none");
+  EXPECT_EQ(old,
+            "old             ledger:completed  40 (epoch 2/3)      -        1         -            "
+            " none");
 }
 
 TEST(StatusReport, SubmissionSlurmAndTheRunDirectory) {
@@ -437,7 +445,7 @@ TEST(StatusReport, AChainShowsEveryJobAndNoRequeue) {
   std::ostringstream table;
   print_list(table, listing);
   EXPECT_NE(table.str().find("\nchained  COMPLETED         -                   -        "
-                             "2 (chain: 3 jobs)  none\n"),
+                             "2 (chain: 3 jobs)  -             none\n"),
             std::string::npos)
       << "list does not say the run went on in a chain:\n"
       << table.str();

@@ -10,6 +10,8 @@
 namespace hpctrain::supervisor {
 namespace {
 
+using records::Cause;
+
 records::Reason reason_named(const std::string& name) {
   return records::parse<records::Reason>(name).value();
 }
@@ -84,8 +86,8 @@ Ended walk(const std::vector<std::optional<int64_t>>& committed, int64_t max_no_
   for (const auto& newest : committed) {
     const int64_t stalled = attempts_without_progress(ledger, newest);
     const auto restart = static_cast<int64_t>(ledger.size());
-    const std::string reason(
-        records::name_of(end_reason(k, {false, false, kExitRequeue, restart, 0, stalled})));
+    const std::string reason(records::name_of(
+        end_reason(k, {false, false, kExitRequeue, restart, 0, stalled, Cause::kPreempted})));
     out.stalled.push_back(stalled);
     out.reasons.push_back(reason);
     ledger.push_back(line(reason, newest));
@@ -178,28 +180,45 @@ TEST(StepDecide, RecoveryNeedsAFullStepUnlessShrinking) {
 TEST(StepDecide, EndReasons) {
   auto k = knobs();
   const auto reason = [&](Ending e) { return std::string(records::name_of(end_reason(k, e))); };
-  EXPECT_EQ(reason({true, false, 143, 0, 0, 1}), "terminated");
-  EXPECT_EQ(reason({true, true, 76, 0, 0, 1}), "terminated");
-  EXPECT_EQ(reason({false, true, 76, 0, 0, 1}), "node_lost_requeued");
-  EXPECT_EQ(reason({false, true, 76, 10, 0, 1}), "failed") << "restart limit";
-  EXPECT_EQ(reason({false, false, 0, 0, 5, 1}), "completed");
-  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 1}), "requeued");
-  EXPECT_EQ(reason({false, false, kExitRequeue, 10, 0, 1}), "restart_limit");
-  EXPECT_EQ(reason({false, false, 1, 0, 1, 1}), "failed_requeued");
-  EXPECT_EQ(reason({false, false, 1, 0, 2, 1}), "failed") << "max_consecutive_failures";
+  EXPECT_EQ(reason({true, false, 143, 0, 0, 1, Cause::kCancelled}), "terminated");
+  EXPECT_EQ(reason({true, true, 76, 0, 0, 1, Cause::kCancelled}), "terminated");
+  EXPECT_EQ(reason({false, true, 76, 0, 0, 1, Cause::kNodeLost}), "node_lost_requeued");
+  EXPECT_EQ(reason({false, true, 76, 10, 0, 1, Cause::kNodeLost}), "failed") << "restart limit";
+  EXPECT_EQ(reason({false, false, 0, 0, 5, 1, Cause::kCompleted}), "completed");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 1, Cause::kPreempted}), "requeued");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 10, 0, 1, Cause::kPreempted}), "restart_limit");
+  EXPECT_EQ(reason({false, false, 1, 0, 1, 1, Cause::kUnknown}), "failed_requeued");
+  EXPECT_EQ(reason({false, false, 1, 0, 2, 1, Cause::kUnknown}), "failed")
+      << "max_consecutive_failures";
   k.requeue_enabled = false;
-  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 1}), "restart_limit");
-  EXPECT_EQ(reason({false, false, 1, 0, 0, 1}), "failed");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 1, Cause::kPreempted}), "restart_limit");
+  EXPECT_EQ(reason({false, false, 1, 0, 0, 1, Cause::kUnknown}), "failed");
   // The breaker stops a requeue, and nothing else.
   k = knobs();
   k.max_no_progress = 3;
-  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 2}), "requeued");
-  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 3}), "no_progress");
-  EXPECT_EQ(reason({false, true, 76, 0, 0, 3}), "no_progress");
-  EXPECT_EQ(reason({false, false, 0, 0, 0, 9}), "completed");
-  EXPECT_EQ(reason({false, false, 1, 0, 2, 9}), "failed");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 2, Cause::kPreempted}), "requeued");
+  EXPECT_EQ(reason({false, false, kExitRequeue, 0, 0, 3, Cause::kPreempted}), "no_progress");
+  EXPECT_EQ(reason({false, true, 76, 0, 0, 3, Cause::kNodeLost}), "no_progress");
+  EXPECT_EQ(reason({false, false, 0, 0, 0, 9, Cause::kCompleted}), "completed");
+  EXPECT_EQ(reason({false, false, 1, 0, 2, 9, Cause::kUnknown}), "failed");
   EXPECT_TRUE(records::is_requeue(reason_named("failed_requeued")));
   EXPECT_FALSE(records::is_requeue(reason_named("no_progress")));
+  // The cause: one of resilience.stop_on ends the run with retries left; an exit 0 without rank 0's
+  // end of training (unknown) is retried as a failure, never called completed.
+  k = knobs();
+  EXPECT_EQ(reason({false, false, kExitBadInput, 0, 0, 1, Cause::kBadInput}), "failed");
+  EXPECT_EQ(reason({false, false, kExitDiverged, 0, 0, 1, Cause::kDiverged}), "failed");
+  EXPECT_EQ(reason({false, false, 137, 0, 0, 1, Cause::kOom}), "failed");
+  EXPECT_EQ(reason({false, false, 1, 0, 0, 1, Cause::kFilesystem}), "failed_requeued");
+  EXPECT_EQ(reason({false, false, 0, 0, 0, 1, Cause::kUnknown}), "failed_requeued");
+  EXPECT_EQ(reason({false, false, 0, 0, 2, 1, Cause::kUnknown}), "failed");
+  k.stop_on = {Cause::kFilesystem};
+  EXPECT_EQ(reason({false, false, 1, 0, 0, 1, Cause::kFilesystem}), "failed");
+  EXPECT_EQ(reason({false, false, kExitBadInput, 0, 0, 1, Cause::kBadInput}), "failed_requeued")
+      << "bad input retried when the user takes it out of stop_on";
+  // TERM and a lost node keep their own policies whatever stop_on says.
+  k.stop_on = {Cause::kUnknown};
+  EXPECT_EQ(reason({true, false, 143, 0, 0, 1, Cause::kUnknown}), "terminated");
 }
 
 TEST(StepDecide, ExclusionMustLeaveThePartitionEnoughNodes) {

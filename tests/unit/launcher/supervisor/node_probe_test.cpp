@@ -37,9 +37,9 @@ TEST(NodeProbe, ListenerAnswersClosedPortAndUnknownNameAreRefused) {
   EXPECT_TRUE(probe_slurmds({"127.0.0.1", "localhost"}, open.number, 2s).empty());
   Port closed(/*listen=*/false);  // bound, not listening: the connection is refused
   EXPECT_EQ(probe_slurmds({"127.0.0.1"}, closed.number, 2s),
-            (Unanswered{{"127.0.0.1", records::Cause::kRefused}}));
+            (Unanswered{{"127.0.0.1", records::LossCause::kRefused}}));
   const auto mixed = probe_slurmds({"no-such-node.invalid", "127.0.0.1"}, open.number, 2s);
-  EXPECT_EQ(mixed, (Unanswered{{"no-such-node.invalid", records::Cause::kRefused}}));
+  EXPECT_EQ(mixed, (Unanswered{{"no-such-node.invalid", records::LossCause::kRefused}}));
 }
 
 }  // namespace

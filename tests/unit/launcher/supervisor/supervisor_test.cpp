@@ -30,6 +30,14 @@ echo "$n" > "$RUN/srun.count"
 printf '%s\n' "$@" > "$RUN/srun-$n.argv"
 echo "$HPCTRAIN_WORLD_SIZE $HPCTRAIN_STEP_TAG" > "$RUN/srun-$n.env"
 date +%s.%N > "$RUN/srun-$n.time"
+# finished: what a worker leaves at the end of training (a committed checkpoint whose trainer.json
+# says finished), then exit 0: without it, an exit 0 is no completed run.
+finished() {
+  mkdir -p "$RUN/checkpoints/step-000000099"
+  echo '{"finished": true}' > "$RUN/checkpoints/step-000000099/trainer.json"
+  : > "$RUN/checkpoints/step-000000099/manifest.json"
+  exit 0
+}
 source "$RUN/play-$n.sh"
 )";
 
@@ -40,9 +48,12 @@ using Failure = test::FakeSlurm::Failure;
 Unanswered probe_files(const std::string& run_dir, const Nodes& nodes) {
   Unanswered dead;
   for (const auto& n : nodes) {
-    if (test::fs::exists(run_dir + "/lost-" + n)) dead.emplace_back(n, records::Cause::kRefused);
-    if (test::fs::exists(run_dir + "/silent-" + n)) dead.emplace_back(n, records::Cause::kSilent);
-    if (test::fs::remove(run_dir + "/once-" + n)) dead.emplace_back(n, records::Cause::kRefused);
+    if (test::fs::exists(run_dir + "/lost-" + n))
+      dead.emplace_back(n, records::LossCause::kRefused);
+    if (test::fs::exists(run_dir + "/silent-" + n))
+      dead.emplace_back(n, records::LossCause::kSilent);
+    if (test::fs::remove(run_dir + "/once-" + n))
+      dead.emplace_back(n, records::LossCause::kRefused);
   }
   return dead;
 }
@@ -171,7 +182,7 @@ std::string verdict_play(const std::string& kind, const std::string& host, int s
 }
 
 TEST_F(Supervise, CompletedStepOnTheChosenNodes) {
-  play(1, "exit 0");
+  play(1, "finished");
   EXPECT_EQ(run(), 0);
   const auto l = ledger();
   ASSERT_EQ(l.size(), 1u);
@@ -179,7 +190,8 @@ TEST_F(Supervise, CompletedStepOnTheChosenNodes) {
   EXPECT_EQ(l[0]["world_size"], 6);
   EXPECT_EQ(l[0]["nodes"], "n1,n2,n3");
   EXPECT_EQ(l[0]["job_id"], "7");
-  EXPECT_TRUE(l[0]["last_step"].is_null());
+  EXPECT_EQ(l[0]["last_step"], 99);
+  EXPECT_EQ(l[0]["cause"], "completed");
   EXPECT_EQ(argv(1),
             "--kill-on-bad-exit=1\n--nodes=3\n--ntasks=6\n--ntasks-per-node=2\n"
             "--nodelist=n1,n2,n3\n--cpus-per-task=1\n/opt/worker\n--spec\n" +
@@ -278,7 +290,7 @@ TEST_F(Supervise, AChainOfThreeJobsIsRecordedAsAChain) {
     ++restart_;
   }
   job_ = "9";
-  play(1, "exit 0");
+  play(1, "finished");
   test::fs::remove(dir_ / "run" / "srun.count");
   EXPECT_EQ(run(), 0);
   EXPECT_EQ(slurm_.calls,
@@ -329,12 +341,14 @@ TEST_F(Supervise, FailuresCountAcrossAChain) {
 
 TEST_F(Supervise, LostNodeReplacedByTheBatchHost) {
   play(1, "touch \"$RUN/lost-n2\"; sleep 30");
-  play(2, "rm -f \"$RUN/lost-n2\"; exit 0");
+  play(2, "rm -f \"$RUN/lost-n2\"; finished");
   EXPECT_EQ(run(), 0);
   const auto l = ledger();
   ASSERT_EQ(l.size(), 2u);
   EXPECT_EQ(l[0]["reason"], "node_lost");
-  EXPECT_EQ(l[0]["cause"], "refused");
+  EXPECT_EQ(l[0]["cause"], "node_lost");
+  EXPECT_EQ(l[0]["loss_kind"], "refused");
+  EXPECT_EQ(l[0]["evidence"], "slurmd on n2 refused the connection");
   EXPECT_EQ(l[0]["lost_nodes"], "n2");
   EXPECT_EQ(l[0]["added_nodes"], "b");
   EXPECT_EQ(l[0]["nodes"], "n1,n2,n3");
@@ -370,7 +384,7 @@ TEST_F(Supervise, LossPastTheLimitRequeuesWithTheNodeExcludedIfThePartitionAllow
 }
 
 TEST_F(Supervise, TerminatedBeforeTheStepOrWhileItStarted) {
-  play(1, "exit 0");
+  play(1, "finished");
   g_terminated = 1;
   EXPECT_EQ(run(), 143);
   EXPECT_FALSE(test::fs::exists(dir_ / "run" / "srun.count")) << "a step started after TERM";
@@ -388,7 +402,7 @@ TEST_F(Supervise, TerminatedBeforeTheStepOrWhileItStarted) {
 // by the spare as any lost node (not an ordinary failure that requeues the job).
 TEST_F(Supervise, HangVerdictWithFullyQualifiedHostReplacesTheNode) {
   play(1, verdict_play("hang", "n2.cluster.local", kExitHang));
-  play(2, "exit 0");
+  play(2, "finished");
   EXPECT_EQ(run(), 0);
   const auto l = ledger();
   ASSERT_EQ(l.size(), 2u) << read_text(dir_ / "run" / "attempts.jsonl");
@@ -405,7 +419,7 @@ TEST_F(Supervise, HangVerdictWithFullyQualifiedHostReplacesTheNode) {
 // The same for a straggler's eviction: the evicted node does not come back in the next step.
 TEST_F(Supervise, EvictVerdictWithFullyQualifiedHostReplacesTheNode) {
   play(1, verdict_play("evict", "n3.cluster.local", kExitEvict));
-  play(2, "exit 0");
+  play(2, "finished");
   EXPECT_EQ(run(), 0);
   const auto l = ledger();
   ASSERT_EQ(l.size(), 2u) << read_text(dir_ / "run" / "attempts.jsonl");
@@ -430,7 +444,7 @@ TEST_F(Supervise, VerdictHostReplacesItsOwnNodeNotOneNamedLikeIt) {
     test::fs::remove(dir_ / "run" / "metrics.jsonl");
     const std::string host = c.node + ".cluster.local";
     play(1, verdict_play(c.kind, host, c.kind == "hang" ? kExitHang : kExitEvict));
-    play(2, "exit 0");
+    play(2, "finished");
     EXPECT_EQ(run(), 0);
     const auto l = ledger();
     ASSERT_EQ(l.size(), 2u) << "the " << c.kind << " verdict of " << host
@@ -456,7 +470,7 @@ TEST_F(Supervise, VerdictOnAnUnknownHostIsAnOrdinaryFailure) {
 // Only a node that fails two probes half a second apart is lost: a slurmd that misses one (busy,
 // restarting) costs the step nothing.
 TEST_F(Supervise, ASlurmdMissingOneProbeIsNoLoss) {
-  play(1, "touch \"$RUN/once-n2\"; sleep 3; exit 0");
+  play(1, "touch \"$RUN/once-n2\"; sleep 3; finished");
   EXPECT_EQ(run(), 0);
   EXPECT_FALSE(test::fs::exists(dir_ / "run" / "once-n2")) << "no probe came during the step";
   const auto l = ledger();
@@ -471,11 +485,11 @@ TEST_F(Supervise, ASlurmdMissingOneProbeIsNoLoss) {
 // detection. A node that refused the connection is not waited for.
 TEST_F(Supervise, SilentNodeFencedRefusingNodeNot) {
   play(1, std::string("touch \"$RUN/silent-n2\"; ") + kUntilKilled);
-  play(2, "rm -f \"$RUN/silent-n2\"; exit 0");
+  play(2, "rm -f \"$RUN/silent-n2\"; finished");
   EXPECT_EQ(run(), 0);
   auto l = ledger();
   ASSERT_EQ(l.size(), 2u);
-  EXPECT_EQ(l[0]["cause"], "silent");
+  EXPECT_EQ(l[0]["loss_kind"], "silent");
   EXPECT_GE(started(2) - unix_ms_text(l[0]["detected"]), 7.0)
       << "silent: the new step started inside the fence";
 
@@ -483,11 +497,11 @@ TEST_F(Supervise, SilentNodeFencedRefusingNodeNot) {
   test::fs::remove(dir_ / "run" / "attempts.jsonl");
   test::fs::remove(dir_ / "run" / "killed");
   play(1, std::string("touch \"$RUN/lost-n2\"; ") + kUntilKilled);
-  play(2, "rm -f \"$RUN/lost-n2\"; exit 0");
+  play(2, "rm -f \"$RUN/lost-n2\"; finished");
   EXPECT_EQ(run(), 0);
   l = ledger();
   ASSERT_EQ(l.size(), 2u);
-  EXPECT_EQ(l[0]["cause"], "refused");
+  EXPECT_EQ(l[0]["loss_kind"], "refused");
   // 0.2 s or so; the fence would make it 7.
   EXPECT_LT(started(2) - unix_ms_text(l[0]["detected"]), 5.0) << "refused: the new step waited";
 }
@@ -593,7 +607,7 @@ TEST_F(Supervise, UnknownPartitionSizeExcludesNothing) {
 TEST_F(Supervise, UnknownStepIdsStillStopTheStep) {
   slurm_.failing["step_ids"] = Failure::kUnreachable;
   play(1, "touch \"$RUN/lost-n2\"; sleep 30");
-  play(2, "rm -f \"$RUN/lost-n2\"; exit 0");
+  play(2, "rm -f \"$RUN/lost-n2\"; finished");
   EXPECT_EQ(run(), 0);
   const auto l = ledger();
   ASSERT_EQ(l.size(), 2u);
@@ -610,7 +624,7 @@ TEST_F(Supervise, UnknownJobStateCountsAsRunning) {
   for (const auto how : {Failure::kRefused, Failure::kUnreachable}) {
     slurm_.failing["query"] = how;
     test::fs::remove(dir_ / "run" / "srun.count");
-    play(1, "exit 0");
+    play(1, "finished");
     EXPECT_EQ(run(), 0);
     EXPECT_EQ(ledger().back()["reason"], "completed");
   }
