@@ -13,9 +13,11 @@
 //   │  │                      inconsistent (exit status 2)
 //   │  ├─ PeerError           a peer is gone or never arrived (rendezvous, collectives)
 //   │  ├─ LibraryError        a C library (PMIx, Gloo, NCCL, CUDA, HDF5) failed; carries its text
-//   │  └─ DataError           the data pipeline failed
-//   │     └─ DatasetFormatError  an input file is missing, damaged or not in the dataset format
-//   │                            (exit status 2: fix or regenerate the file, a retry will not help)
+//   │  ├─ DataError           the data pipeline failed
+//   │  │  └─ DatasetFormatError  an input file is missing, damaged or not in the dataset format
+//   │  │                         (exit status 2: fix or regenerate the file, a retry will not help)
+//   │  └─ DivergedError       the loss diverged (train/divergence.hpp), on every rank at the same
+//   │                         step (exit status 79: a retry would diverge again)
 //   ├─ common::FileError      a durable write failed (common/durable_file.hpp)
 //   ├─ ExitWith               end the program with a status (common/exit_codes.hpp)
 //   ├─ run::RunDirError       the launcher: a run directory problem (launcher/run/run_dir.hpp)
@@ -75,6 +77,11 @@ class DataError : public Error {
 class DatasetFormatError : public DataError {
  public:
   using DataError::DataError;
+};
+
+class DivergedError : public Error {
+ public:
+  using Error::Error;
 };
 
 }  // namespace hpctrain::rt

@@ -269,12 +269,12 @@ std::vector<Field> make_fields() {
               "straggler before it is evicted."),
       typed("resilience.stop_on", Type::kStringList, kDef, "[\"bad_input\", \"diverged\", \"oom\"]",
             Charset::kName,
-            "Causes an attempt's end that stop the run at once instead of a retry: bad_input, "
+            "Causes of an attempt's end that stop the run at once instead of a retry: bad_input, "
             "diverged, oom, filesystem, network, gpu_hardware, unknown (docs/resilience.md)."),
       real("resilience.loss_spike_factor", kDef, "0", 0, 1e12,
            "The loss diverged when a log window's loss is this many times the median of the "
-           "last 8 windows (after 8 windows); 0 = only a non-finite loss diverges."),
-      integer("resilience.fp16_skip_limit", kDef, "0", 0, 1000000,
+           "last 8 windows (after 8 windows), e.g. 10; 0 (off) = only a non-finite loss."),
+      integer("resilience.fp16_skip_limit", kDef, "100", 0, 1000000,
               "In fp16, the loss diverged when the loss scaler skipped every step for this many "
               "steps in a row; 0 = off."),
 

@@ -131,8 +131,8 @@ struct ResilienceSpec {
   int64_t straggler_windows = 0;
   // Causes that stop the run at once rather than retry (names of records::Cause).
   std::vector<std::string> stop_on;
-  // The divergence guard: a loss this many times the median of the recent log windows (after
-  // warm-up; 0 = off) or fp16 skipping every step for this many steps (0 = off) diverged.
+  // The divergence guard (train/divergence.hpp): a loss this many times the median of the recent
+  // log windows (0 = off), or fp16 skipping every step for this many steps (0 = off), diverged.
   double loss_spike_factor = 0;
   int64_t fp16_skip_limit = 0;
 

@@ -28,6 +28,12 @@ std::pair<double, double> LogWindow::busy_percentiles() const {
   return {at(0.5), at(0.95)};
 }
 
+bool LogWindow::finite_so_far() {
+  at::Tensor flag = at::isfinite(loss_).logical_not().to(at::kDouble);
+  comm_.all_reduce(flag);
+  return flag.cpu().item<double>() == 0;
+}
+
 WindowFigures LogWindow::close(int64_t step) {
   // One all-reduce: the loss summed over the window and the ranks, and every rank's busy time
   // per step (its p50 and p95 over the window) in its own slots.

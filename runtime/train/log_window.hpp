@@ -38,6 +38,9 @@ class LogWindow {
   }
   // Collective: the window ending at step `step` over all ranks; the next one starts now.
   WindowFigures close(int64_t step);
+  // Collective: whether every rank's loss of every step since the window began is finite (one
+  // all-reduce of a flag; the divergence guard asks before each checkpoint).
+  bool finite_so_far();
 
  private:
   // The median and 95th percentile of this rank's busy times since the last log line.

@@ -19,6 +19,7 @@
 #include "train/agreement.hpp"
 #include "train/builders.hpp"
 #include "train/checkpointing.hpp"
+#include "train/divergence.hpp"
 #include "train/log_window.hpp"
 #include "train/reporter.hpp"
 #include "train/schedule.hpp"
@@ -68,6 +69,7 @@ struct TrainerParts {
   std::unique_ptr<Checkpointer> checkpointer;
   std::unique_ptr<Reporter> reporter;
   std::unique_ptr<StragglerMonitor> stragglers;
+  DivergenceOptions divergence;
 };
 
 // The parts in an order that matters: the data before the model (the model seeds torch's
@@ -111,6 +113,7 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
       options.out);
   parts.stragglers = std::make_unique<StragglerMonitor>(
       straggler_monitor_from_spec(spec.resilience, options.hosts));
+  parts.divergence = divergence_options_from_spec(spec);
   return parts;
 }
 
@@ -140,7 +143,9 @@ class Trainer {
         checkpointer_(std::move(parts.checkpointer)),
         reporter_(std::move(parts.reporter)),
         stragglers_(std::move(parts.stragglers)),
-        window_(comm) {}
+        window_(comm),
+        divergence_(parts.divergence),
+        fp16_(parts.divergence.fp16) {}
 
   TrainResult run() {
     restore();
@@ -273,6 +278,22 @@ class Trainer {
               static_cast<double>(f.steps);
     t.wall_time = wall_time;
     reporter_->report(t);
+    // After the line: metrics.jsonl keeps the loss that diverged.
+    if (auto verdict = divergence_.watch(f.first_step, at_.step, f.mean_loss, loss_scale)) {
+      diverged(*verdict);
+    }
+  }
+
+  // Every rank reached the same verdict at the same step (the window's figures are all-reduced):
+  // each stops with DivergedError (kExitDiverged), saving nothing; a save in flight from before
+  // ends as it would.
+  [[noreturn]] void diverged(const std::string& verdict) {
+    checkpointer_->drain();
+    const int64_t last = checkpointer_->last_committed();
+    HPCTRAIN_THROW(rt::DivergedError,
+                   "the loss diverged at step " + std::to_string(at_.step) + ": " + verdict +
+                       "; last committed checkpoint: " +
+                       (last >= 0 ? "step " + std::to_string(last) : std::string("none")));
   }
 
   // resilience.evict_stragglers: every rank reads the same busy times (the window's all-reduce)
@@ -306,6 +327,14 @@ class Trainer {
   // Saves a checkpoint of the current position as `kind` says.
   void save(SaveKind kind, bool finished) {
     if (kind == SaveKind::kNone) return;
+    // No checkpoint of weights that a non-finite loss came from (fp32 and bf16; in fp16 the loss
+    // scaler skips such steps): one all-reduce per save.
+    if (!fp16_ && !window_.finite_so_far()) {
+      diverged(
+          "a loss since the last log line is not finite (found before the checkpoint of "
+          "step " +
+          std::to_string(at_.step) + ", which is not written)");
+    }
     progress::enter(progress::Phase::kCheckpoint);
     train_step_->flush();
     const data::LoaderState loader = input_->state();
@@ -362,6 +391,8 @@ class Trainer {
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<StragglerMonitor> stragglers_;
   LogWindow window_;
+  DivergenceGuard divergence_;
+  bool fp16_ = false;
   Counters at_;
   StopState stop_;
   std::optional<Resumed> resumed_;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -26,6 +28,14 @@ void keep_freed_memory() {
   if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr) return;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+// The rank's end line for the step supervisor's classifier (common/exit_codes.hpp): the cause
+// only this rank knows, which srun's one exit status for all ranks would hide.
+int ended(const char* cause, int status, const std::string& what) {
+  std::cerr << hpctrain::rt::rank_prefix() << hpctrain::kWorkerEndMarker << cause
+            << " (exit status " << status << "): " << what.substr(0, 300) << std::endl;
+  return status;
 }
 
 }  // namespace
@@ -54,13 +64,19 @@ int main(int argc, char** argv) {
     return worker::run(options);
   } catch (const spec::SpecError& e) {
     std::cerr << rt::rank_prefix() << "bad spec:\n" << e.what();
-    return kExitBadInput;
+    return ended("bad_input", kExitBadInput, "the spec");
   } catch (const rt::EnvError& e) {
     std::cerr << e.what() << '\n';
-    return kExitBadInput;
+    return ended("bad_input", kExitBadInput, e.message());
   } catch (const rt::DatasetFormatError& e) {
     std::cerr << e.what() << '\n';
-    return kExitBadInput;
+    return ended("bad_input", kExitBadInput, e.message());
+  } catch (const rt::DivergedError& e) {
+    std::cerr << e.what() << '\n';
+    return ended("diverged", kExitDiverged, e.message());
+  } catch (const std::bad_alloc& e) {
+    std::cerr << rt::rank_prefix() << e.what() << '\n';
+    return ended("oom", kExitFailure, "std::bad_alloc: host memory ran out");
   } catch (const rt::Error& e) {
     std::cerr << e.what() << '\n';  // already "[rank r/N host] file:line: ..."
     return kExitFailure;

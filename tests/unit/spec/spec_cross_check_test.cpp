@@ -108,6 +108,16 @@ TEST_F(CrossCheck, StragglerEvictionNeedsAnotherNodeAndIsWarnedWithoutASpare) {
   EXPECT_ERROR_ON(resolve({"resilience.straggler_windows=0"}), "resilience.straggler_windows");
 }
 
+// resilience.stop_on takes the causes of a failure; the others have policies of their own.
+TEST_F(CrossCheck, StopOnTakesTheCausesOfAFailure) {
+  EXPECT_TRUE(resolve({R"(resilience.stop_on=["filesystem", "unknown", "oom"])"}).clean());
+  EXPECT_TRUE(resolve({"resilience.stop_on=[]"}).clean());
+  for (const char* cause : {"preempted", "node_lost", "completed", "OOM", "disk"}) {
+    EXPECT_ERROR_ON(resolve({std::string("resilience.stop_on=[\"") + cause + "\"]"}),
+                    "resilience.stop_on");
+  }
+}
+
 TEST_F(CrossCheck, LocalSgdKeysWrittenWhereTheyDoNothingAreSaid) {
   const Outcome local = resolve({"train.sync=local_sgd", "train.sync_every_steps=8",
                                  "train.outer_optimizer=nesterov", "train.outer_lr=0.5"});
