@@ -19,13 +19,13 @@ namespace hpctrain::supervisor {
 
 // What the supervisor knows when a step has ended.
 struct EndFacts {
-  int status = 0;                                // srun's exit status
-  bool terminated = false;                       // TERM came to the batch job
-  std::string slurm_state;                       // the job's state now ("" when unknown)
-  std::optional<records::LossCause> node_lost;   // a node of the step was found lost, and how
-  std::string loss_text;                         // how, in words (the ledger's detected_by)
-  bool finished = false;                         // rank 0 recorded the end of training
-  std::vector<std::string> lines;                // the step's output, its last lines, in order
+  int status = 0;                               // srun's exit status
+  bool terminated = false;                      // TERM came to the batch job
+  std::string slurm_state;                      // the job's state now ("" when unknown)
+  std::optional<records::LossCause> node_lost;  // a node of the step was found lost, and how
+  std::string loss_text;                        // how, in words (the ledger's detected_by)
+  bool finished = false;                        // rank 0 recorded the end of training
+  std::vector<std::string> lines;               // the step's output, its last lines, in order
 };
 
 struct Classified {

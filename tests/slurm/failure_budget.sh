@@ -51,5 +51,5 @@ expect_ledger "$work/recover" "failed_requeued failed_requeued completed" "3 3 0
 wait_state "$work/exhaust" FAILED 200
 expect_ledger "$work/exhaust" "failed_requeued failed_requeued failed" "3 3 3"
 log=$work/exhaust/logs/slurm-$(jq -r .job_id "$work/exhaust/attempts.jsonl" | head -n 1).out
-grep -q "attempt ended: status 3, failed$" "$log" || fail "exhaust: log lacks the final failure"
+grep -q "attempt ended: status 3, failed (unknown)$" "$log" || fail "exhaust: log lacks the final failure"
 echo "ok"

@@ -101,14 +101,14 @@ TEST(Causes, SlurmsWordBeforeTheStatus) {
   f.lines = {"slurmstepd: error: *** JOB 12 ON node1 CANCELLED AT 2026-11-27T10:00:00 ***"};
   EXPECT_EQ(name(classify(f).cause), "cancelled");
   f.lines.clear();
-  for (const auto& [state, cause] : std::vector<std::pair<std::string, std::string>>{
-           {"TIMEOUT", "time_limit"},
-           {"CANCELLED", "cancelled"},
-           {"PENDING", "preempted"},
-           {"REQUEUED", "preempted"},
-           {"PREEMPTED", "preempted"},
-           {"NODE_FAIL", "node_lost"},
-           {"OUT_OF_MEMORY", "oom"}}) {
+  for (const auto& [state, cause] :
+       std::vector<std::pair<std::string, std::string>>{{"TIMEOUT", "time_limit"},
+                                                        {"CANCELLED", "cancelled"},
+                                                        {"PENDING", "preempted"},
+                                                        {"REQUEUED", "preempted"},
+                                                        {"PREEMPTED", "preempted"},
+                                                        {"NODE_FAIL", "node_lost"},
+                                                        {"OUT_OF_MEMORY", "oom"}}) {
     f.slurm_state = state;
     const auto c = classify(f);
     EXPECT_EQ(name(c.cause), cause) << state;
@@ -122,14 +122,14 @@ TEST(Causes, SlurmsWordBeforeTheStatus) {
 
 TEST(Causes, TheWorkersStopLineSaysTimeLimitOrPreemption) {
   EXPECT_EQ(name(classify(ended(kExitRequeue, {"[rank 0/2 n1] stopping at step 40 (the job's "
-                                                "time limit is near); last committed "
-                                                "checkpoint: step 40; exiting for the job to be "
-                                                "requeued"}))
+                                               "time limit is near); last committed "
+                                               "checkpoint: step 40; exiting for the job to be "
+                                               "requeued"}))
                      .cause),
             "time_limit");
   EXPECT_EQ(name(classify(ended(kExitRequeue, {"[rank 0/2 n1] stopping at step 40 (signal User "
-                                                "defined signal 2); last committed checkpoint: "
-                                                "step 40"}))
+                                               "defined signal 2); last committed checkpoint: "
+                                               "step 40"}))
                      .cause),
             "preempted");
   EXPECT_EQ(name(classify(ended(kExitRequeue)).cause), "preempted");
@@ -174,8 +174,9 @@ TEST(Causes, TheOriginBeforeItsConsequences) {
                      .cause),
             "filesystem");
   // The worker's own end line names what only it knows (a rank's exit 2 behind srun's 1).
-  const auto c = classify(ended(1, {lines[0], "[rank 1/2 n2] hpctrain-worker ended: bad_input "
-                                              "(exit status 2): data.train: no file matches"}));
+  const auto c = classify(ended(1, {lines[0],
+                                    "[rank 1/2 n2] hpctrain-worker ended: bad_input "
+                                    "(exit status 2): data.train: no file matches"}));
   EXPECT_EQ(name(c.cause), "bad_input");
   EXPECT_NE(c.evidence.find("no file matches"), std::string::npos);
   // The supervisor's own lines in the same stderr are not read as the step's.
@@ -184,8 +185,8 @@ TEST(Causes, TheOriginBeforeItsConsequences) {
 }
 
 TEST(Causes, EvidenceIsClipped) {
-  const std::string long_line = "NCCL error: remote process exited or there was a network error " +
-                                std::string(2000, 'x');
+  const std::string long_line =
+      "NCCL error: remote process exited or there was a network error " + std::string(2000, 'x');
   const auto c = classify(ended(1, {long_line}));
   EXPECT_EQ(name(c.cause), "network");
   EXPECT_EQ(c.evidence.size(), kEvidenceChars);
