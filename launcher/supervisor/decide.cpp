@@ -136,8 +136,7 @@ records::Reason end_reason(const Knobs& knobs, const Ending& e) {
   } else if (e.node_lost) {
     // Not the run's fault: no failure is counted.
     reason = may_restart ? Reason::kNodeLostRequeued : Reason::kFailed;
-  } else if (e.cause && std::find(knobs.stop_on.begin(), knobs.stop_on.end(), *e.cause) !=
-                            knobs.stop_on.end()) {
+  } else if (e.cause && stops_run(knobs, *e.cause)) {
     return Reason::kFailed;  // a retry would end the same way
   } else if (e.status == 0 && (!e.cause || *e.cause == records::Cause::kCompleted)) {
     reason = Reason::kCompleted;
@@ -153,6 +152,10 @@ records::Reason end_reason(const Knobs& knobs, const Ending& e) {
     reason = Reason::kNoProgress;
   }
   return reason;
+}
+
+bool stops_run(const Knobs& knobs, records::Cause cause) {
+  return std::find(knobs.stop_on.begin(), knobs.stop_on.end(), cause) != knobs.stop_on.end();
 }
 
 bool exclusion_fits(int64_t total, size_t excluded, int64_t need) {

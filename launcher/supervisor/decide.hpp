@@ -79,6 +79,8 @@ struct Ending {
 // however many retries are left; a step that exited 0 without rank 0's end of training (cause
 // unknown) is a failure, not completed.
 records::Reason end_reason(const Knobs& knobs, const Ending& ending);
+// Whether `cause` is one of knobs.stop_on: the run stops rather than retry.
+bool stops_run(const Knobs& knobs, records::Cause cause);
 
 // Whether the job's ExcNodeList may take `excluded` nodes: not when the partition (`total` nodes)
 // would be left with fewer than the job needs (it would pend forever).

@@ -528,9 +528,8 @@ int Supervisor::finish() {
   say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
       std::string(records::name_of(a.reason)) + " (" + cause + ")");
   if (how == Continued::kRequeued && excluding) exclude_on_requeue();
-  const bool stopped =
-      std::find(k_.stop_on.begin(), k_.stop_on.end(), why.cause) != k_.stop_on.end();
-  if (reason == records::Reason::kFailed && stopped && !e.terminated && !e.node_lost) {
+  if (reason == records::Reason::kFailed && stops_run(k_, why.cause) && !e.terminated &&
+      !e.node_lost) {
     // The job's last log line: the verdict, and what the user can do.
     const std::string advice = advice_for(why.cause, k_.batch_size);
     warn("hpctrain: the run stopped: " + cause +

@@ -40,6 +40,8 @@ class DivergenceGuard {
   // `loss_scale` at its end (1 outside fp16). The verdict when the run diverged, else nullopt.
   std::optional<std::string> watch(int64_t first_step, int64_t last_step, double mean_loss,
                                    double loss_scale);
+  // fp16: a non-finite loss is the loss scaler's, not a divergence.
+  bool fp16() const { return o_.fp16; }
 
  private:
   DivergenceOptions o_;

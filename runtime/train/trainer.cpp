@@ -144,8 +144,7 @@ class Trainer {
         reporter_(std::move(parts.reporter)),
         stragglers_(std::move(parts.stragglers)),
         window_(comm),
-        divergence_(parts.divergence),
-        fp16_(parts.divergence.fp16) {}
+        divergence_(parts.divergence) {}
 
   TrainResult run() {
     restore();
@@ -329,7 +328,7 @@ class Trainer {
     if (kind == SaveKind::kNone) return;
     // No checkpoint of weights that a non-finite loss came from (fp32 and bf16; in fp16 the loss
     // scaler skips such steps): one all-reduce per save.
-    if (!fp16_ && !window_.finite_so_far()) {
+    if (!divergence_.fp16() && !window_.finite_so_far()) {
       diverged(
           "a loss since the last log line is not finite (found before the checkpoint of "
           "step " +
@@ -392,7 +391,6 @@ class Trainer {
   std::unique_ptr<StragglerMonitor> stragglers_;
   LogWindow window_;
   DivergenceGuard divergence_;
-  bool fp16_ = false;
   Counters at_;
   StopState stop_;
   std::optional<Resumed> resumed_;
