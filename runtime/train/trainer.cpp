@@ -128,7 +128,8 @@ struct Counters {
 struct StopState {
   bool requested = false;
   std::string reason;
-  std::string evicted;  // the straggler's node let go (resilience.evict_stragglers)
+  std::string evicted;      // the straggler's node let go (resilience.evict_stragglers)
+  bool time_limit = false;  // before the job's time limit, not for a signal
 };
 
 class Trainer {
@@ -237,6 +238,7 @@ class Trainer {
     if (auto reason = stop_reason(slots, preempt::pending_stop_signal())) {
       stop_.requested = true;
       stop_.reason = std::move(*reason);
+      stop_.time_limit = slots[Agreement::kDeadline] > 0 && slots[Agreement::kStop] <= 0;
     }
     if (at_.step == at_.first_step + 1) {
       reporter_->report(
@@ -344,6 +346,7 @@ class Trainer {
   TrainResult stopped(TrainResult result) {
     checkpointer_->drain();
     result.stopped = true;
+    result.time_limit = stop_.time_limit;
     result.evicted = stop_.evicted;
     reporter_->report(
         Stopping{at_.step, checkpointer_->last_committed(), stop_.reason, !stop_.evicted.empty()});

@@ -40,6 +40,7 @@ struct TrainOptions {
 
 struct TrainResult {
   bool stopped = false;           // a stop signal or the time limit: checkpointed, requeue me
+  bool time_limit = false;        // stopped before the job's time limit (not by a signal)
   bool already_finished = false;  // a restart of a finished run: nothing was done
   // The run's step counter at the end and when this attempt (this process) started: the attempt
   // took steps first_step + 1 .. steps (skipped fp16 steps included).

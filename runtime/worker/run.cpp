@@ -194,7 +194,17 @@ int train_rank(const spec::Spec& spec, const dist::WorldInfo& world, dist::Proce
   // Checkpointed to let a straggler's node go (the step supervisor replaces it), or after a stop
   // signal or before the time limit (the supervisor requeues the job).
   if (!result.evicted.empty()) return kExitEvict;
-  return result.stopped ? kExitRequeue : kExitOk;
+  if (!result.stopped) return kExitOk;
+  // Why, for the step supervisor's classifier (stderr; the stop line went to stdout): a time
+  // limit and a preemption are requeued alike but told apart in the ledger.
+  if (world.rank == 0) {
+    std::cerr << rt::rank_prefix() << kWorkerEndMarker
+              << (result.time_limit ? "time_limit" : "preempted") << " (exit status "
+              << kExitRequeue << "): checkpointed at step " << result.steps
+              << (result.time_limit ? " before the job's time limit" : " after a stop signal")
+              << std::endl;
+  }
+  return kExitRequeue;
 }
 
 }  // namespace

@@ -65,6 +65,8 @@ kill -USR2 "${pids[@]}"; sleep 0.05; kill -USR2 "${pids[@]}"
 finish
 [[ $statuses == "75 75" ]] || fail "twice: exited '$statuses'"
 [[ $(grep -c 'stopping at step' "$work/twice.log.rank0") == 1 ]] || fail "twice: stop lines"
+grep -q "hpctrain-worker ended: preempted (exit status 75)" "$work/twice.log.rank0" ||
+  fail "twice: rank 0 printed no preempted end line"
 resumes twice
 echo "2. two signals in a row: one stop, exit 75, resumed: ok"
 

@@ -40,6 +40,10 @@ finish
 line=$(grep -E "stopping at step [0-9]+ \(the job's time limit is near\)" "$work/limit.log.rank0") ||
   fail "no time-limit stop line"
 step=$(grep -oE 'stopping at step [0-9]+' <<<"$line" | grep -oE '[0-9]+$')
+# The end line the step supervisor reads (stderr; the stop line above is rank 0's stdout): a time
+# limit, not a preemption.
+grep -q "hpctrain-worker ended: time_limit (exit status 75): checkpointed at step $step before the job's time limit" \
+  "$work/limit.log.rank0" || fail "rank 0 printed no time_limit end line"
 grep -q "checkpoint step $step committed" "$work/limit.log.rank0" || fail "step $step not committed"
 # Stopped near the limit, not at the start: a few seconds of training came first.
 ((step >= 8)) || fail "stopped at step $step, before the limit was near"

@@ -133,6 +133,12 @@ TEST(Causes, TheWorkersStopLineSaysTimeLimitOrPreemption) {
                      .cause),
             "preempted");
   EXPECT_EQ(name(classify(ended(kExitRequeue)).cause), "preempted");
+  // The workers' end line on stderr (their stop line goes to rank 0's stdout, unread).
+  EXPECT_EQ(name(classify(ended(kExitRequeue, {"[rank 0/2 n1] hpctrain-worker ended: time_limit "
+                                               "(exit status 75): checkpointed at step 40 before "
+                                               "the job's time limit"}))
+                     .cause),
+            "time_limit");
 }
 
 TEST(Causes, ExitStatusesOfTheProtocol) {
