@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <thread>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/error.hpp"
 #include "dist/stack_dump.hpp"
@@ -40,11 +39,11 @@ HangWatchdog::HangWatchdog(HangOptions options, int rank, int world_size,
       interval_(beat_interval),
       progress_(world_size) {}
 
-void HangWatchdog::publish(c10d::Store& store) const {
+void HangWatchdog::publish(KvStore& store) const {
   store.set(where_key(rank_), progress::encode(progress::snapshot()));
 }
 
-void HangWatchdog::publish_finishing(c10d::Store& store) const {
+void HangWatchdog::publish_finishing(KvStore& store) const {
   // Leaving is not hanging: rank 0's watch passes over a rank that finished.
   progress::Snapshot done = progress::snapshot();
   done.phase = progress::Phase::kFinishing;
@@ -52,7 +51,7 @@ void HangWatchdog::publish_finishing(c10d::Store& store) const {
 }
 
 std::optional<HangVerdict> HangWatchdog::watch(
-    c10d::Store& store, Clock::time_point now,
+    KvStore& store, Clock::time_point now,
     const std::vector<std::chrono::milliseconds>& beat_ages) {
   read_progress(store, now);
   auto verdict = progress_.check(now, o_, beat_ages, hosts_, interval_);
@@ -70,26 +69,24 @@ std::optional<HangVerdict> HangWatchdog::watch(
 
 // Every rank's progress (rank 0's own, the others' from the store), a round trip whatever the
 // world size.
-void HangWatchdog::read_progress(c10d::Store& store, Clock::time_point now) {
+void HangWatchdog::read_progress(KvStore& store, Clock::time_point now) {
   if (where_known_.empty()) where_known_.assign(static_cast<size_t>(world_size_), 0);
   for (int r = 1; r < world_size_; ++r) {
-    if (!where_known_[static_cast<size_t>(r)] && store.check({where_key(r)})) {
+    if (!where_known_[static_cast<size_t>(r)] && store.check(where_key(r))) {
       where_known_[static_cast<size_t>(r)] = 1;
       where_ranks_.push_back(r);
     }
   }
   std::vector<std::string> keys;
   for (const int r : where_ranks_) keys.push_back(where_key(r));
-  const auto values = keys.empty() ? std::vector<std::vector<uint8_t>>{} : store.multiGet(keys);
+  const auto values = keys.empty() ? std::vector<std::string>{} : store.multi_get(keys);
   progress_.observe(0, progress::snapshot(), now);
   for (size_t i = 0; i < where_ranks_.size(); ++i) {
-    progress_.observe(where_ranks_[i],
-                      progress::parse(std::string(values[i].begin(), values[i].end())), now);
+    progress_.observe(where_ranks_[i], progress::parse(values[i]), now);
   }
 }
 
-void HangWatchdog::carry_out(c10d::Store& store, const std::string& why,
-                             const HangVerdict& verdict) {
+void HangWatchdog::carry_out(KvStore& store, const std::string& why, const HangVerdict& verdict) {
   ending_.store(true);
   const bool me = among(verdict.named, rank_);
   say(rt::rank_prefix() + why + "; stopping this rank (exit status " +
@@ -113,12 +110,12 @@ void HangWatchdog::carry_out(c10d::Store& store, const std::string& why,
 // stack dump's deadline) until each named rank says its stacks are out, except the silent ones:
 // a stopped process prints nothing. Rank 0 meanwhile keeps serving the store they say it through,
 // and first waits (a few beats at most) until every rank not silent has the verdict.
-void HangWatchdog::wait_for_the_others(c10d::Store& store, const HangVerdict& verdict) const {
+void HangWatchdog::wait_for_the_others(KvStore& store, const HangVerdict& verdict) const {
   if (rank_ == 0) {
     const auto deadline = Clock::now() + 5 * interval_;
     for (int r = 1; r < world_size_; ++r) {
       if (among(verdict.silent, r)) continue;
-      while (!store.check({heard_key(r)}) && Clock::now() < deadline) {
+      while (!store.check(heard_key(r)) && Clock::now() < deadline) {
         std::this_thread::sleep_for(interval_ / 10);
       }
     }
@@ -126,7 +123,7 @@ void HangWatchdog::wait_for_the_others(c10d::Store& store, const HangVerdict& ve
   const auto deadline = Clock::now() + kStackDumpDeadline + 10s;
   for (const int r : verdict.named) {
     if (r == rank_ || among(verdict.silent, r)) continue;
-    while (!store.check({stacks_key(r)}) && Clock::now() < deadline) {
+    while (!store.check(stacks_key(r)) && Clock::now() < deadline) {
       std::this_thread::sleep_for(200ms);
     }
   }

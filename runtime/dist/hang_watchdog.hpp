@@ -17,10 +17,7 @@
 #include <vector>
 
 #include "dist/hang_verdict.hpp"
-
-namespace c10d {
-class Store;
-}
+#include "dist/kv_store.hpp"
 
 namespace hpctrain::dist {
 
@@ -32,39 +29,38 @@ class HangWatchdog {
                std::chrono::milliseconds beat_interval);
 
   // A rank other than 0, each beat: its progress, for rank 0 to read.
-  void publish(c10d::Store& store) const;
+  void publish(KvStore& store) const;
   // Leaving in order: this rank's progress as finishing, which the watch passes over.
-  void publish_finishing(c10d::Store& store) const;
+  void publish_finishing(KvStore& store) const;
 
-  // Rank 0, each beat: reads every rank's progress (one multiGet for those that published it);
+  // Rank 0, each beat: reads every rank's progress (one multi_get for those that published it);
   // the verdict when one is due, after on_hang has recorded it (an exception from on_hang is
   // reported on stderr and otherwise ignored). `beat_ages`: at `now`, since each rank's beat
   // counter last moved (the heartbeat's).
-  std::optional<HangVerdict> watch(c10d::Store& store, Clock::time_point now,
+  std::optional<HangVerdict> watch(KvStore& store, Clock::time_point now,
                                    const std::vector<std::chrono::milliseconds>& beat_ages);
 
   // Ends this rank for `verdict`: prints `why`, marks that this rank has it, prints its stacks
   // when it is named (and dump_stacks), then waits for the named ranks' stacks (up to
   // kStackDumpDeadline + 10 s); rank 0, which serves the store, first waits (5 beats at most)
   // until every rank not silent has the verdict. A store gone meanwhile ends the waiting.
-  [[noreturn]] void carry_out(c10d::Store& store, const std::string& why,
-                              const HangVerdict& verdict);
+  [[noreturn]] void carry_out(KvStore& store, const std::string& why, const HangVerdict& verdict);
 
   // A verdict is being carried out: the store going quiet meanwhile (rank 0 has exited) is
   // expected, not a lost store.
   bool ending() const { return ending_.load(); }
 
  private:
-  void read_progress(c10d::Store& store, Clock::time_point now);
-  void wait_for_the_others(c10d::Store& store, const HangVerdict& verdict) const;
+  void read_progress(KvStore& store, Clock::time_point now);
+  void wait_for_the_others(KvStore& store, const HangVerdict& verdict) const;
 
   HangOptions o_;
   int rank_ = 0, world_size_ = 1;
   std::vector<std::string> hosts_;
   std::chrono::milliseconds interval_;
   ProgressWatch progress_;
-  // Rank 0's reads: a rank's progress key is looked for alone until it exists (multiGet would
-  // wait for a key that is not there), then read with the others in one multiGet.
+  // Rank 0's reads: a rank's progress key is looked for alone until it exists (multi_get would
+  // wait for a key that is not there), then read with the others in one multi_get.
   std::vector<int> where_ranks_;  // ranks > 0 whose progress key exists
   std::vector<char> where_known_;
   std::atomic<bool> ending_{false};

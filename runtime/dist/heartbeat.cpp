@@ -8,7 +8,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
@@ -27,9 +26,9 @@ const std::string kVerdictKey = "hb/verdict";
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-int64_t parse_counter(const std::vector<uint8_t>& bytes) {
+int64_t parse_counter(const std::string& text) {
   try {
-    return std::stoll(std::string(bytes.begin(), bytes.end()));
+    return std::stoll(text);
   } catch (const std::exception&) {
     return -1;
   }
@@ -39,8 +38,8 @@ int64_t parse_counter(const std::vector<uint8_t>& bytes) {
 
 struct Heartbeat::State {
   // Rank 0's watch of the others' beats: every rank's last beat counter and when it last moved,
-  // read with one multiGet whatever the world size (the counters are made once, add 0, so that
-  // multiGet never waits for a key that is not there).
+  // read with one multi_get whatever the world size (the counters are made once, add 0, so that
+  // multi_get never waits for a key that is not there).
   class PeerBeats {
    public:
     PeerBeats(int world_size, Clock::time_point now)
@@ -50,7 +49,7 @@ struct Heartbeat::State {
     // Reads every counter; `on_still(rank, age)` for each rank whose counter has not moved since
     // the last read. Rank 0's own beat is the caller's.
     template <class OnStill>
-    void read(c10d::Store& store, Clock::time_point now, OnStill on_still) {
+    void read(KvStore& store, Clock::time_point now, OnStill on_still) {
       const int world_size = static_cast<int>(seen_.size());
       moved_[0] = now;  // this thread is rank 0's beat
       if (keys_.empty()) {
@@ -59,8 +58,7 @@ struct Heartbeat::State {
           keys_.push_back(beat_key(r));
         }
       }
-      const auto values =
-          keys_.empty() ? std::vector<std::vector<uint8_t>>{} : store.multiGet(keys_);
+      const auto values = keys_.empty() ? std::vector<std::string>{} : store.multi_get(keys_);
       for (int r = 1; r < world_size; ++r) {
         const int64_t value = parse_counter(values[static_cast<size_t>(r - 1)]);
         if (value != seen_[static_cast<size_t>(r)]) {
@@ -89,7 +87,7 @@ struct Heartbeat::State {
     std::vector<Clock::time_point> moved_;
   };
 
-  c10::intrusive_ptr<c10d::Store> store;
+  std::unique_ptr<KvStore> store;
   HeartbeatOptions o;
   std::chrono::milliseconds interval{1000};
 
@@ -156,10 +154,7 @@ struct Heartbeat::State {
           watch_beats();
         } else {
           hang->publish(*store);
-          if (store->check({kVerdictKey})) {
-            const auto v = store->get(kVerdictKey);
-            read_verdict(std::string(v.begin(), v.end()));
-          }
+          if (store->check(kVerdictKey)) read_verdict(store->get(kVerdictKey));
         }
         last_ok.store(Clock::now().time_since_epoch().count());
       }
@@ -178,7 +173,7 @@ struct Heartbeat::State {
   void watch_beats() {
     const auto now = Clock::now();
     peers->read(*store, now, [&](int r, std::chrono::milliseconds silent) {
-      if (silent < o.timeout || store->check({left_key(r)})) return;
+      if (silent < o.timeout || store->check(left_key(r))) return;
       const std::string verdict =
           "lost rank " + std::to_string(r) + host(r) + ": no heartbeat for " + seconds_text(silent);
       store->set(kVerdictKey, verdict);
@@ -206,7 +201,7 @@ struct Heartbeat::State {
       // The store lives in this process: wait until every rank has left before it goes.
       const auto deadline = Clock::now() + o.timeout;
       for (int r = 1; r < o.world_size && Clock::now() < deadline; ++r) {
-        while (!store->check({left_key(r)}) && Clock::now() < deadline) {
+        while (!store->check(left_key(r)) && Clock::now() < deadline) {
           std::this_thread::sleep_for(50ms);
         }
       }
@@ -243,7 +238,7 @@ HeartbeatOptions heartbeat_options_from_spec(const spec::Spec& spec) {
   return o;
 }
 
-Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions options)
+Heartbeat::Heartbeat(std::unique_ptr<KvStore> store, HeartbeatOptions options)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
   s.store = std::move(store);
@@ -252,7 +247,7 @@ Heartbeat::Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions opt
   s.interval = std::min<std::chrono::milliseconds>(1000ms, s.o.timeout / 5);
   s.hang.emplace(static_cast<const HangOptions&>(s.o), s.o.rank, s.o.world_size, s.o.hosts,
                  s.interval);
-  s.store->setTimeout(s.o.timeout);
+  s.store->set_timeout(s.o.timeout);
   s.store->add(beat_key(s.o.rank), 1);
   if (s.o.rank != 0) s.hang->publish(*s.store);
   s.running = 2;

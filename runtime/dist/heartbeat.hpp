@@ -20,13 +20,8 @@
 #include <string>
 #include <vector>
 
-#include <c10/util/intrusive_ptr.h>
-
 #include "dist/hang_verdict.hpp"
-
-namespace c10d {
-class Store;
-}
+#include "dist/kv_store.hpp"
 
 namespace hpctrain::spec {
 struct Spec;
@@ -52,7 +47,7 @@ HeartbeatOptions heartbeat_options_from_spec(const spec::Spec& spec);
 class Heartbeat {
  public:
   // `store` must be a connection of the heartbeat's own (a clone); the keys go under "hb/".
-  Heartbeat(c10::intrusive_ptr<c10d::Store> store, HeartbeatOptions options);
+  Heartbeat(std::unique_ptr<KvStore> store, HeartbeatOptions options);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

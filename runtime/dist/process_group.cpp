@@ -16,6 +16,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "common/error.hpp"
+#include "dist/c10d_kv_store.hpp"
 #include "dist/heartbeat.hpp"
 #include "dist/pmix_exchange.hpp"
 #ifdef HPCTRAIN_WITH_NCCL
@@ -94,7 +95,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
     o.hosts = hosts_;
     o.store_address = store_address();
     try {
-      heartbeat_ = std::make_unique<Heartbeat>(store_->clone(), o);
+      heartbeat_ = std::make_unique<Heartbeat>(c10d_kv_store(store_->clone()), o);
     } catch (const std::exception& e) {
       HPCTRAIN_THROW(rt::PeerError, "cannot start the heartbeat on the store at " +
                                         store_address() + ": " + first_line(e.what()));

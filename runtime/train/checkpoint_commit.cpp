@@ -1,7 +1,5 @@
 #include "train/checkpoint_commit.hpp"
 
-#include <ATen/ATen.h>
-
 #include <future>
 #include <iomanip>
 #include <iostream>
@@ -40,17 +38,11 @@ struct CheckpointCommit::Pending {
   }
 };
 
-CheckpointCommit::CheckpointCommit(std::unique_ptr<checkpoint::Store> store,
-                                   dist::Communicator& comm, std::ostream* out)
-    : store_(std::move(store)), comm_(comm), out_(out) {}
+CheckpointCommit::CheckpointCommit(std::unique_ptr<checkpoint::Store> store, CommitRanks ranks,
+                                   std::ostream* out)
+    : store_(std::move(store)), ranks_(std::move(ranks)), out_(out) {}
 
 CheckpointCommit::~CheckpointCommit() = default;
-
-bool CheckpointCommit::all_ranks(bool ok) {
-  at::Tensor t = at::full({1}, ok ? 1.0 : 0.0, at::TensorOptions().device(comm_.device()));
-  comm_.all_reduce(t);
-  return t.item<double>() == comm_.size();
-}
 
 std::optional<double> CheckpointCommit::write_now(int64_t step, const nlohmann::json& meta,
                                                   Clock::time_point started,
@@ -74,7 +66,7 @@ void CheckpointCommit::write_in_background(int64_t step, const nlohmann::json& m
   pending_->write = std::async(std::launch::async, [this, step, make = std::move(make_part)] {
     return write_this_part(*store_, step, make);
   });
-  if (comm_.rank() == 0 && out_) {
+  if (ranks_.rank == 0 && out_) {
     *out_ << rt::rank_prefix() << "checkpoint step " << step
           << ": writing in the background (training stalled " << std::fixed << std::setprecision(3)
           << seconds_since(started) << " s)" << std::endl;
@@ -99,7 +91,7 @@ void CheckpointCommit::contribute(float* slots) {
 std::optional<double> CheckpointCommit::settle(const float* agreed, int64_t gathered_at) {
   if (!pending_ || gathered_at < pending_->step) return std::nullopt;
   // Every rank acts alike: the agreement is the same everywhere.
-  if (agreed[Agreement::kWriteFailed] == 0 && agreed[Agreement::kWriteDone] < comm_.size()) {
+  if (agreed[Agreement::kWriteFailed] == 0 && agreed[Agreement::kWriteDone] < ranks_.size) {
     return std::nullopt;  // still writing somewhere
   }
   return drain();
@@ -118,10 +110,10 @@ std::optional<double> CheckpointCommit::conclude(const Pending& p) {
     std::cerr << rt::rank_prefix() << "checkpoint step " << p.step
               << ": writing this rank's part failed: " << result.error << std::endl;
   }
-  const bool all_written = all_ranks(result.ok);
+  const bool all_written = ranks_.all(result.ok);
   bool committed = false;
   std::string problem = "a rank could not write its part (see its error line)";
-  if (comm_.rank() == 0) {
+  if (ranks_.rank == 0) {
     if (all_written) {
       try {
         store_->commit(p.step, p.meta);
@@ -134,9 +126,9 @@ std::optional<double> CheckpointCommit::conclude(const Pending& p) {
     }
   }
   // Every rank learns the outcome, so all of them report and decide alike.
-  committed = all_ranks(comm_.rank() == 0 ? committed : true);
+  committed = ranks_.all(ranks_.rank == 0 ? committed : true);
   if (!committed) {
-    if (comm_.rank() == 0) {
+    if (ranks_.rank == 0) {
       std::cerr << rt::rank_prefix() << "checkpoint step " << p.step
                 << " NOT committed: " << problem << std::endl;
     }
@@ -144,7 +136,7 @@ std::optional<double> CheckpointCommit::conclude(const Pending& p) {
   }
   last_committed_ = p.step;
   const double seconds = seconds_since(p.started);
-  if (comm_.rank() == 0 && out_) {
+  if (ranks_.rank == 0 && out_) {
     *out_ << rt::rank_prefix() << "checkpoint step " << p.step << " committed (" << std::fixed
           << std::setprecision(p.background ? 1 : 3) << seconds
           << (p.background ? " s, in the background)" : " s, training stalled as long)")

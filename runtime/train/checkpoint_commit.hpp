@@ -6,6 +6,9 @@
 // each rank's write state (train/agreement.hpp), and the commit happens at the first step boundary
 // where every rank reports its write done, or when the trainer drains it. Both ways end in the one
 // commit path (conclude()).
+// Torch-free: the ranks are reached through CommitRanks (the trainer's communicator in
+// checkpointing.cpp; threads of one process in tests), so the background write runs under
+// ThreadSanitizer.
 // Thread safety: the training thread; a background write runs on its own thread, which has the
 // store to itself until its result is collected.
 #pragma once
@@ -19,17 +22,23 @@
 
 #include "checkpoint/store.hpp"
 #include "common/time.hpp"
-#include "dist/communicator.hpp"
 
 namespace hpctrain::train {
+
+// What the commit asks of the ranks: this rank, their number, and a vote, a collective that
+// returns true on every rank when every rank passed true.
+struct CommitRanks {
+  int rank = 0;
+  int size = 1;
+  std::function<bool(bool)> all;
+};
 
 class CheckpointCommit {
  public:
   // Makes this rank's files of the step being saved (on the writer thread when in background).
   using MakePart = std::function<checkpoint::Part()>;
 
-  CheckpointCommit(std::unique_ptr<checkpoint::Store> store, dist::Communicator& comm,
-                   std::ostream* out);
+  CheckpointCommit(std::unique_ptr<checkpoint::Store> store, CommitRanks ranks, std::ostream* out);
   ~CheckpointCommit();
   CheckpointCommit(const CheckpointCommit&) = delete;
   CheckpointCommit& operator=(const CheckpointCommit&) = delete;
@@ -66,10 +75,9 @@ class CheckpointCommit {
   // The one commit path: every rank reports its write, rank 0 commits or abandons, every rank
   // learns the outcome. Returns the seconds since the save started when it committed.
   std::optional<double> conclude(const Pending& pending);
-  bool all_ranks(bool ok);
 
   std::unique_ptr<checkpoint::Store> store_;
-  dist::Communicator& comm_;
+  CommitRanks ranks_;
   std::ostream* out_;
   std::unique_ptr<Pending> pending_;  // the save in flight (background)
   int64_t last_committed_ = -1;

@@ -29,6 +29,19 @@ bool lacks_any_file(const checkpoint::Loaded& l, const std::vector<std::string>&
   return false;
 }
 
+// The commit's vote over the communicator: an all-reduced count of the ranks that said yes.
+CommitRanks commit_ranks(dist::Communicator& comm) {
+  CommitRanks r;
+  r.rank = comm.rank();
+  r.size = comm.size();
+  r.all = [&comm](bool ok) {
+    at::Tensor t = at::full({1}, ok ? 1.0 : 0.0, at::TensorOptions().device(comm.device()));
+    comm.all_reduce(t);
+    return t.item<double>() == comm.size();
+  };
+  return r;
+}
+
 }  // namespace
 
 CheckpointOptions checkpoint_options_from_spec(const spec::Spec& spec,
@@ -65,7 +78,7 @@ Checkpointer::Checkpointer(const CheckpointOptions& options, dist::Communicator&
       std::make_unique<checkpoint::Store>(options.dir.string(), options.store, comm.rank(),
                                           comm.size(),
                                           slow_env_ ? *slow_env_ : checkpoint::default_env()),
-      comm, out);
+      commit_ranks(comm), out);
 }
 
 std::optional<Resumed> Checkpointer::restore(TrainingState& state) {

@@ -1,4 +1,4 @@
-// dist/hang_watchdog.hpp on an in-memory store (c10d's HashStore): rank 0 reads what the others
+// dist/hang_watchdog.hpp on an in-memory store (memory_kv_store.hpp): rank 0 reads what the others
 // publish, forms the verdict and has it recorded; a rank that leaves is not watched; carrying a
 // verdict out ends the rank with the hang status. Times are passed in: no test sleeps.
 #include "dist/hang_watchdog.hpp"
@@ -8,10 +8,10 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
 
 #include "dist/progress.hpp"
+#include "memory_kv_store.hpp"
 
 namespace hpctrain::dist {
 namespace {
@@ -31,7 +31,8 @@ void stand_at(progress::Phase phase) {
 }
 
 TEST(HangWatchdog, RankZeroReadsWhatTheOthersPublishAndRecordsTheVerdict) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
+  const MemoryKvStore memory;
+  auto store = memory.connection();
   stand_at(progress::Phase::kForward);
   std::vector<int> recorded;
   std::string recorded_message;
@@ -62,7 +63,8 @@ TEST(HangWatchdog, RankZeroReadsWhatTheOthersPublishAndRecordsTheVerdict) {
 }
 
 TEST(HangWatchdog, ALeavingRankIsNotWatched) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
+  const MemoryKvStore memory;
+  auto store = memory.connection();
   stand_at(progress::Phase::kAgreement);
   HangOptions o;
   o.hang_timeout = 4s;
@@ -83,7 +85,8 @@ TEST(HangWatchdog, ALeavingRankIsNotWatched) {
 }
 
 TEST(HangWatchdog, AFailedRecordDoesNotStopTheVerdict) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
+  const MemoryKvStore memory;
+  auto store = memory.connection();
   stand_at(progress::Phase::kDataWait);
   HangOptions o;
   o.hang_timeout = 1s;
@@ -106,7 +109,8 @@ TEST(HangWatchdog, AFailedRecordDoesNotStopTheVerdict) {
 // line and the hang status.
 TEST(HangWatchdogDeathTest, CarryingOutEndsTheRankWithTheHangStatus) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  auto store = c10::make_intrusive<c10d::HashStore>();
+  const MemoryKvStore memory;
+  auto store = memory.connection();
   HangOptions o;
   o.hang_exit_status = 77;
   o.dump_stacks = false;

@@ -1,33 +1,41 @@
-// How the trainer's checkpoints are committed (train/checkpoint_commit.hpp), ranks as threads over
-// Gloo: a save written at once and one written in the background end in the same commit path,
-// which commits only what every rank wrote and tells every rank the outcome.
+// How the trainer's checkpoints are committed (train/checkpoint_commit.hpp), ranks as threads of
+// one process voting through tests/support/thread_group.hpp: a save written at once and one
+// written in the background end in the same commit path, which commits only what every rank
+// wrote and tells every rank the outcome. Also run under ThreadSanitizer.
 #include "train/checkpoint_commit.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
-#include "support/gloo_communicator.hpp"
 #include "support/temp_dir.hpp"
+#include "support/thread_group.hpp"
 #include "train/agreement.hpp"
 
 namespace hpctrain::train {
 namespace {
 
-using test::GlooCommunicator;
 using test::TempDir;
+using test::ThreadGroup;
 
-std::unique_ptr<CheckpointCommit> commit_in(const TempDir& dir, dist::Communicator& comm,
+std::unique_ptr<CheckpointCommit> commit_in(const TempDir& dir, int rank, ThreadGroup& group,
                                             std::ostream* out) {
   checkpoint::StoreOptions o;
   o.keep_last = 10;
+  CommitRanks ranks;
+  ranks.rank = rank;
+  ranks.size = group.size();
+  ranks.all = [&group](bool ok) { return group.all(ok); };
   return std::make_unique<CheckpointCommit>(
-      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, comm.rank(), comm.size()),
-      comm, out);
+      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, rank, group.size()),
+      std::move(ranks), out);
 }
 
 // This rank's part: one file of its own.
@@ -49,17 +57,18 @@ std::vector<int64_t> committed(const TempDir& dir) {
 TEST(CheckpointCommit, AWriteAtOnceCommitsWhenEveryRankWrote) {
   const TempDir dir;
   std::vector<int64_t> last(2);
-  std::vector<bool> timed(2);
+  // One element per rank, written by its thread: not vector<bool>, whose elements share bytes.
+  std::vector<char> timed(2);
   std::ostringstream log;
-  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
-    auto commit = commit_in(dir, comm, comm.rank() == 0 ? &log : nullptr);
-    const auto seconds = commit->write_now(5, {{"step", 5}}, Clock::now(), part_of(comm.rank()));
-    last[static_cast<size_t>(comm.rank())] = commit->last_committed();
-    timed[static_cast<size_t>(comm.rank())] = seconds.has_value();
+  test::on_thread_ranks(2, [&](int rank, ThreadGroup& group) {
+    auto commit = commit_in(dir, rank, group, rank == 0 ? &log : nullptr);
+    const auto seconds = commit->write_now(5, {{"step", 5}}, Clock::now(), part_of(rank));
+    last[static_cast<size_t>(rank)] = commit->last_committed();
+    timed[static_cast<size_t>(rank)] = seconds.has_value();
   });
   EXPECT_EQ(committed(dir), (std::vector<int64_t>{5}));
   EXPECT_EQ(last, (std::vector<int64_t>{5, 5}));
-  EXPECT_EQ(timed, (std::vector<bool>{true, true}));
+  EXPECT_EQ(timed, (std::vector<char>{1, 1}));
   EXPECT_NE(log.str().find("checkpoint step 5 committed ("), std::string::npos) << log.str();
   EXPECT_NE(log.str().find(" s, training stalled as long)"), std::string::npos) << log.str();
 }
@@ -67,29 +76,29 @@ TEST(CheckpointCommit, AWriteAtOnceCommitsWhenEveryRankWrote) {
 TEST(CheckpointCommit, ARankThatCouldNotWriteLeavesTheStepUncommittedEverywhere) {
   const TempDir dir;
   std::vector<int64_t> last(3);
-  std::vector<bool> timed(3, true);
-  test::on_gloo_ranks(3, [&](GlooCommunicator& comm) {
-    auto commit = commit_in(dir, comm, nullptr);
-    ASSERT_TRUE(commit->write_now(4, nlohmann::json::object(), Clock::now(), part_of(comm.rank())));
+  std::vector<char> timed(3, 1);
+  test::on_thread_ranks(3, [&](int rank, ThreadGroup& group) {
+    auto commit = commit_in(dir, rank, group, nullptr);
+    ASSERT_TRUE(commit->write_now(4, nlohmann::json::object(), Clock::now(), part_of(rank)));
     // Rank 2's part of step 8 fails: nothing of step 8 is committed, on any rank's word.
-    const auto seconds = commit->write_now(8, nlohmann::json::object(), Clock::now(),
-                                           part_of(comm.rank(), comm.rank() == 2));
-    last[static_cast<size_t>(comm.rank())] = commit->last_committed();
-    timed[static_cast<size_t>(comm.rank())] = seconds.has_value();
+    const auto seconds =
+        commit->write_now(8, nlohmann::json::object(), Clock::now(), part_of(rank, rank == 2));
+    last[static_cast<size_t>(rank)] = commit->last_committed();
+    timed[static_cast<size_t>(rank)] = seconds.has_value();
   });
   EXPECT_EQ(committed(dir), (std::vector<int64_t>{4}));
   EXPECT_EQ(last, (std::vector<int64_t>{4, 4, 4}));
-  EXPECT_EQ(timed, (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(timed, (std::vector<char>{0, 0, 0}));
 }
 
 TEST(CheckpointCommit, ABackgroundSaveCommitsOnlyOnceTheAgreementSaysAllAreDone) {
   const TempDir dir;
   std::atomic<bool> release{false};
   std::vector<int64_t> before(2), after(2);
-  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
-    auto commit = commit_in(dir, comm, nullptr);
+  test::on_thread_ranks(2, [&](int rank, ThreadGroup& group) {
+    auto commit = commit_in(dir, rank, group, nullptr);
     // Rank 1's write waits until the test releases it.
-    auto make = [&, rank = comm.rank()] {
+    auto make = [&, rank] {
       while (rank == 1 && !release) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return part_of(rank)();
     };
@@ -104,13 +113,13 @@ TEST(CheckpointCommit, ABackgroundSaveCommitsOnlyOnceTheAgreementSaysAllAreDone)
     stale[Agreement::kWriteDone] = 2;
     EXPECT_FALSE(commit->settle(stale, /*gathered_at=*/5));
     EXPECT_TRUE(commit->in_flight());
-    before[static_cast<size_t>(comm.rank())] = commit->last_committed();
+    before[static_cast<size_t>(rank)] = commit->last_committed();
     release = true;
     float done[Agreement::kSize] = {};
     done[Agreement::kWriteDone] = 2;
     EXPECT_TRUE(commit->settle(done, /*gathered_at=*/6));
     EXPECT_FALSE(commit->in_flight());
-    after[static_cast<size_t>(comm.rank())] = commit->last_committed();
+    after[static_cast<size_t>(rank)] = commit->last_committed();
   });
   EXPECT_EQ(before, (std::vector<int64_t>{-1, -1}));
   EXPECT_EQ(after, (std::vector<int64_t>{6, 6}));
@@ -119,10 +128,10 @@ TEST(CheckpointCommit, ABackgroundSaveCommitsOnlyOnceTheAgreementSaysAllAreDone)
 
 TEST(CheckpointCommit, AFailedBackgroundWriteIsAbandonedAndDrainCommitsTheNext) {
   const TempDir dir;
-  test::on_gloo_ranks(2, [&](GlooCommunicator& comm) {
-    auto commit = commit_in(dir, comm, nullptr);
+  test::on_thread_ranks(2, [&](int rank, ThreadGroup& group) {
+    auto commit = commit_in(dir, rank, group, nullptr);
     commit->write_in_background(3, nlohmann::json::object(), Clock::now(),
-                                part_of(comm.rank(), comm.rank() == 0));
+                                part_of(rank, rank == 0));
     // Each rank reports its own write; the sum is what the all-reduce gives every rank.
     float mine[Agreement::kSize] = {};
     while (true) {
@@ -131,13 +140,12 @@ TEST(CheckpointCommit, AFailedBackgroundWriteIsAbandonedAndDrainCommitsTheNext) 
       if (mine[Agreement::kWritePending] == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    at::Tensor sum = at::from_blob(mine, {Agreement::kSize}).clone();
-    comm.all_reduce(sum);
-    EXPECT_EQ(sum[Agreement::kWriteFailed].item<float>(), 1);
-    EXPECT_FALSE(commit->settle(sum.data_ptr<float>(), 3));
+    group.sum(mine, Agreement::kSize);
+    EXPECT_EQ(mine[Agreement::kWriteFailed], 1);
+    EXPECT_FALSE(commit->settle(mine, 3));
     EXPECT_FALSE(commit->in_flight());
     EXPECT_EQ(commit->last_committed(), -1);
-    commit->write_in_background(4, nlohmann::json::object(), Clock::now(), part_of(comm.rank()));
+    commit->write_in_background(4, nlohmann::json::object(), Clock::now(), part_of(rank));
     EXPECT_TRUE(commit->drain());
     EXPECT_EQ(commit->last_committed(), 4);
   });
