@@ -7,12 +7,14 @@
 #include <cstring>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <string>
 
 #include "common/error.hpp"
 #include "common/exit_codes.hpp"
 #include "spec/diagnostics.hpp"
 #include "version.hpp"
+#include "worker/out_of_memory.hpp"
 #include "worker/run.hpp"
 
 namespace {
@@ -76,12 +78,21 @@ int main(int argc, char** argv) {
     return ended("diverged", kExitDiverged, e.message());
   } catch (const std::bad_alloc& e) {
     std::cerr << rt::rank_prefix() << e.what() << '\n';
-    return ended("oom", kExitFailure, "std::bad_alloc: host memory ran out");
+    return ended("oom", kExitFailure,
+                 "std::bad_alloc: " +
+                     worker::out_of_memory_text(false, std::nullopt, worker::memory_figures()));
   } catch (const rt::Error& e) {
     std::cerr << e.what() << '\n';  // already "[rank r/N host] file:line: ..."
     return kExitFailure;
   } catch (const std::exception& e) {
     std::cerr << rt::rank_prefix() << e.what() << '\n';  // libtorch's, say
+    // libtorch's allocators throw c10::Error, not std::bad_alloc: the same end, with their size.
+    if (worker::is_out_of_memory(e.what())) {
+      return ended("oom", kExitFailure,
+                   worker::out_of_memory_text(worker::is_device_out_of_memory(e.what()),
+                                              worker::failed_allocation_bytes(e.what()),
+                                              worker::memory_figures()));
+    }
     return kExitFailure;
   }
 }
