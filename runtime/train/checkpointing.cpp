@@ -151,9 +151,9 @@ SaveKind Checkpointer::due(int64_t step, int64_t total_steps, bool stopping,
                              agreed.gathered_at);
 }
 
-void Checkpointer::save(TrainingState& state, const Position& position, bool finished,
+bool Checkpointer::save(TrainingState& state, const Position& position, bool finished,
                         SaveKind kind) {
-  if (!commit_ || kind == SaveKind::kNone) return;
+  if (!commit_ || kind == SaveKind::kNone) return true;
   drain();  // at most one save in flight
   const auto t0 = Clock::now();
   const bool background = kind == SaveKind::kBackground;
@@ -163,11 +163,11 @@ void Checkpointer::save(TrainingState& state, const Position& position, bool fin
   auto make_part = [this, snap] { return content_.serialise(*snap); };
   if (background) {
     commit_->write_in_background(position.step, snap->meta, t0, std::move(make_part));
-    return;
+    return true;
   }
-  if (const auto seconds = commit_->write_now(position.step, snap->meta, t0, make_part)) {
-    policy_.took(*seconds);
-  }
+  const auto seconds = commit_->write_now(position.step, snap->meta, t0, make_part);
+  if (seconds) policy_.took(*seconds);
+  return seconds.has_value();
 }
 
 void Checkpointer::drain() {

@@ -71,7 +71,9 @@ class Checkpointer {
   SaveKind due(int64_t step, int64_t total_steps, bool stopping, const Agreed& agreed) const;
 
   // Collective. Saves `state` at `position` as `kind` says (waiting first for a save in flight).
-  void save(TrainingState& state, const Position& position, bool finished, SaveKind kind);
+  // False when a save written at once was not committed (every rank alike); a background save
+  // is judged when it settles.
+  bool save(TrainingState& state, const Position& position, bool finished, SaveKind kind);
   // Collective. Waits for a save in flight and commits it (before exiting or reporting).
   void drain();
 

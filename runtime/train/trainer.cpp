@@ -325,9 +325,10 @@ class Trainer {
         Evaluated{at_.step, epoch + 1, *result.eval, validator_->last_seconds(), unix_time()});
   }
 
-  // Saves a checkpoint of the current position as `kind` says.
-  void save(SaveKind kind, bool finished) {
-    if (kind == SaveKind::kNone) return;
+  // Saves a checkpoint of the current position as `kind` says; false when it was written at once
+  // and not committed.
+  bool save(SaveKind kind, bool finished) {
+    if (kind == SaveKind::kNone) return true;
     // No checkpoint of weights that a non-finite loss came from (fp32 and bf16; in fp16 the loss
     // scaler skips such steps): one all-reduce per save.
     if (!divergence_.fp16() && !window_.finite_so_far()) {
@@ -339,8 +340,8 @@ class Trainer {
     progress::enter(progress::Phase::kCheckpoint);
     train_step_->flush();
     const data::LoaderState loader = input_->state();
-    checkpointer_->save(train_step_->state(), {at_.step, loader.epoch, loader.consumed}, finished,
-                        kind);
+    return checkpointer_->save(train_step_->state(), {at_.step, loader.epoch, loader.consumed},
+                               finished, kind);
   }
 
   TrainResult stopped(TrainResult result) {
@@ -363,8 +364,14 @@ class Trainer {
       result.weights = config_.weights;
       model::save_weights(model, result.weights.string());
     }
-    // Last: a restarted run that finds this checkpoint has nothing left to do.
-    save(SaveKind::kBlocking, /*finished=*/true);
+    // Last: a restarted run that finds this checkpoint has nothing left to do. Without it the run
+    // has not finished: exiting 0 would leave the step supervisor with no end of training
+    // (classified unknown) and the requeued run with the last periodic checkpoint to resume.
+    if (!save(SaveKind::kBlocking, /*finished=*/true)) {
+      HPCTRAIN_THROW(rt::Error, "the end-of-training checkpoint (step " + std::to_string(at_.step) +
+                                    ") was not committed (the lines above say why): the run has "
+                                    "not finished");
+    }
     Finished f;
     f.steps = result.steps;
     f.first_step = result.first_step;
