@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
@@ -230,6 +234,52 @@ bool finished_at_checkpoint(const fs::path& dir) {
   if (!j.is_object()) return false;
   const auto it = j.find("finished");
   return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+namespace {
+
+std::string size_text(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(units)) {
+    value /= 1024;
+    ++unit;
+  }
+  char out[32];
+  std::snprintf(out, sizeof out, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return out;
+}
+
+uint64_t tree_bytes(const fs::path& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    const auto size = it->is_regular_file(size_ec) ? it->file_size(size_ec) : 0;
+    if (!size_ec) total += size;
+  }
+  return total;
+}
+
+}  // namespace
+
+std::string filesystem_trouble(const fs::path& dir) {
+  const auto newest = last_committed_step(dir);
+  const uint64_t need =
+      newest ? tree_bytes(dir / layout::kCheckpoints / layout::checkpoint_name(*newest)) : 0;
+  for (const fs::path& p : {dir, dir / layout::kCheckpoints}) {
+    struct statvfs st {};
+    if (::statvfs(p.c_str(), &st) != 0) continue;
+    if (st.f_flag & ST_RDONLY) return p.string() + ": read-only";
+    const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    if (free < std::max<uint64_t>(need, 1 << 20)) {
+      return p.string() + ": " + size_text(free) + " free, less than " +
+             (newest ? "the newest checkpoint took (" + size_text(need) + ")"
+                     : std::string("1 MiB"));
+    }
+  }
+  return "";
 }
 
 std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step) {

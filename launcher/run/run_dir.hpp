@@ -88,6 +88,12 @@ std::optional<int64_t> last_committed_step(const fs::path& dir);
 // "finished": true, which rank 0 writes only once training is over (rank 0's end of training, as
 // the step supervisor's classifier needs it).
 bool finished_at_checkpoint(const fs::path& dir);
+// Whether the run directory's filesystem can take the next checkpoint, as statvfs says when a
+// step has ended: "" when it can (or cannot be asked), else what is wrong, for the classifier:
+// "DIR: read-only", or "DIR: 368 KiB free, less than the newest checkpoint took (2.2 MiB)" (with
+// no checkpoint yet: under 1 MiB free). Both the run directory and its checkpoints directory
+// (which may be a filesystem of its own) are asked.
+std::string filesystem_trouble(const fs::path& dir);
 // Seconds since the manifest of checkpoint `step` was written; nullopt when it cannot be read.
 std::optional<int64_t> checkpoint_age_s(const fs::path& dir, int64_t step);
 

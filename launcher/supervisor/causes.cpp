@@ -250,6 +250,7 @@ Classified classify(const EndFacts& f) {
   }
   if (f.status == kExitOk) {
     if (f.finished) return {Cause::kCompleted, ""};
+    if (!f.filesystem.empty()) return {Cause::kFilesystem, clip(f.filesystem)};
     return {Cause::kUnknown,
             "srun exited 0 but rank 0 recorded no end of training (were the tasks launched?)"};
   }
@@ -260,6 +261,12 @@ Classified classify(const EndFacts& f) {
     return {*found.worker, clip(found.worker_line)};
   }
   if (auto c = from_status(f.status, f.lines, found)) return *c;
+  // The filesystem's state where no message says as much (its lines may have been lost with it),
+  // or where only a consequence (a peer's reset connection) was seen.
+  if (!f.filesystem.empty() &&
+      (!found.message || precedence(Cause::kFilesystem) < precedence(*found.message))) {
+    return {Cause::kFilesystem, clip(f.filesystem)};
+  }
   if (found.message) return {*found.message, clip(found.message_line)};
   return unknown(f);
 }

@@ -26,6 +26,11 @@ struct EndFacts {
   std::string loss_text;                        // how, in words (the ledger's detected_by)
   bool finished = false;                        // rank 0 recorded the end of training
   std::vector<std::string> lines;               // the step's output, its last lines, in order
+  // The run directory's filesystem when the step has ended, where it cannot take the next
+  // checkpoint: read-only, or less room than the newest checkpoint took (run::filesystem_trouble);
+  // "" when it can. On a full disk the workers' own lines are lost with everything else written
+  // there (the step's stderr is a file in the run directory): this is then what says why.
+  std::string filesystem;
 };
 
 struct Classified {
@@ -42,8 +47,9 @@ inline constexpr size_t kEvidenceChars = 400;
 // preemption; 2: bad input; 77 hang; 78 straggler; 79 diverged), the workers' own end lines, then
 // the messages, an originating cause before its consequences (GPU hardware, out of memory,
 // filesystem, bad input before network: a rank that dies of one makes its peers see a reset
-// connection). A step that exited 0 without rank 0's end of training is unknown, not completed
-// (srun can exit 0 when no task could be launched).
+// connection), the run directory's filesystem in its place among them. A step that exited 0
+// without rank 0's end of training is unknown, not completed (srun can exit 0 when no task could
+// be launched), unless the filesystem is in trouble.
 Classified classify(const EndFacts& facts);
 
 // The cause one line of output names on its own, if any: the table the test checks. Slurm's

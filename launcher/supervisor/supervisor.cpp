@@ -493,6 +493,7 @@ int Supervisor::finish() {
   }
   facts.finished = run::finished_at_checkpoint(c_.task_dir);
   facts.lines = output_.lines();
+  facts.filesystem = run::filesystem_trouble(c_.task_dir);
   const Classified why = classify(facts);
   Ending e{terminated(), !loss_.dead.empty(),          status_,
            c_.restart,   consecutive_failures(ledger), attempts_without_progress(ledger, newest),
@@ -523,7 +524,14 @@ int Supervisor::finish() {
   // requeued. A requeue's TERM is handled here and KillWait leaves the time to write it.
   const Continued how = requeueing ? requeue_or_chain(excluding) : Continued::kNeither;
   if (how == Continued::kChained) a.reason = records::chained(reason);
-  records::append_attempt(c_.task_dir, a);
+  try {
+    records::append_attempt(c_.task_dir, a);
+  } catch (const std::exception& e) {
+    // A full or read-only run directory: the ledger misses this attempt (and the failure budget,
+    // counted there, this failure). Said here, with the line, in case this log can take it.
+    warn(std::string("hpctrain: this attempt could not be recorded in the ledger (") + e.what() +
+         "); its line: " + records::to_line(a));
+  }
   const std::string cause(records::name_of(why.cause));
   say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
       std::string(records::name_of(a.reason)) + " (" + cause + ")");

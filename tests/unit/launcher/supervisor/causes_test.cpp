@@ -190,6 +190,44 @@ TEST(Causes, TheOriginBeforeItsConsequences) {
             "unknown");
 }
 
+TEST(Causes, TheRunDirectorysFilesystemWhereItsLinesWereLost) {
+  // What the step's stderr kept when the run directory was full (tests/slurm/causes_planted.sh):
+  // the workers' lines were lost, srun's came after their temporary files were removed.
+  const std::vector<std::string> lost = {"srun: error: vm: task 0: Exited with exit code 1",
+                                         "srun: launch/slurm: _step_signal: Terminating StepId=3.0",
+                                         "srun: error: vm: task 1: Exited with exit code 76"};
+  auto f = ended(76, lost);
+  EXPECT_EQ(name(classify(f).cause), "unknown");
+  f.filesystem = "/runs/a: 368 KiB free, less than the newest checkpoint took (2.2 MiB)";
+  auto c = classify(f);
+  EXPECT_EQ(name(c.cause), "filesystem");
+  EXPECT_EQ(c.evidence, f.filesystem);
+  // A peer's reset connection is a consequence: the filesystem comes first.
+  f.lines.push_back(
+      "[rank 1/2 vm] lost the store on rank 0 (vm) at vm:41361: Failed to recv, got "
+      "0 bytes. Connection was likely closed.");
+  EXPECT_EQ(name(classify(f).cause), "filesystem");
+  // A message that says more is believed first: out of memory, or the errno itself.
+  f.lines.push_back("[rank 0/2 vm] DefaultCPUAllocator: can't allocate memory");
+  EXPECT_EQ(name(classify(f).cause), "oom");
+  f.lines = {
+      "[rank 0/2 vm] create directory /runs/a/checkpoints/.step-000000124.tmp: Read-only "
+      "file system"};
+  EXPECT_NE(classify(f).evidence.find("Read-only"), std::string::npos);
+  // The exit statuses that say enough are not overruled, nor is a finished run.
+  f.lines = lost;
+  f.status = kExitBadInput;
+  EXPECT_EQ(name(classify(f).cause), "bad_input");
+  f.status = 0;
+  f.finished = true;
+  EXPECT_EQ(name(classify(f).cause), "completed");
+  // An exit 0 without rank 0's end of training, on a read-only filesystem: the end-of-training
+  // checkpoint could not be written there.
+  f.finished = false;
+  f.filesystem = "/runs/a/checkpoints: read-only";
+  EXPECT_EQ(name(classify(f).cause), "filesystem");
+}
+
 TEST(Causes, EvidenceIsClipped) {
   const std::string long_line =
       "NCCL error: remote process exited or there was a network error " + std::string(2000, 'x');
