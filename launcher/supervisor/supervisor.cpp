@@ -137,6 +137,11 @@ class Supervisor {
   }
 
   int run() {
+    // Room for this attempt's ledger line should the run directory fill up meanwhile.
+    if (!records::reserve_ledger_room(c_.task_dir)) {
+      warn("hpctrain: no room in " + c_.task_dir.string() +
+           " to keep for the ledger: its filesystem is full");
+    }
     watch_nodes();
     say("hpctrain: job " + c_.job + " attempt " + std::to_string(c_.restart + 1) + " on " +
         c_.nodes + " at " + c_.started);

@@ -518,7 +518,31 @@ std::vector<Attempt> read_attempts(const fs::path& run_dir, size_t* malformed) {
 }
 
 void append_attempt(const fs::path& run_dir, const Attempt& attempt) {
-  common::append_line(run_dir / layout::kAttempts, to_line(attempt));
+  const fs::path ledger = run_dir / layout::kAttempts;
+  std::error_code ec;
+  uintmax_t before = fs::file_size(ledger, ec);
+  if (ec) before = 0;
+  try {
+    common::append_line(ledger, to_line(attempt));
+  } catch (const common::FileError&) {
+    // A short write leaves part of the line: cut it off, or the next line would join it.
+    fs::resize_file(ledger, before, ec);
+    if (!fs::remove(run_dir / layout::kLedgerReserve, ec)) throw;
+    common::append_line(ledger, to_line(attempt));
+  }
+}
+
+bool reserve_ledger_room(const fs::path& run_dir) {
+  const fs::path reserve = run_dir / layout::kLedgerReserve;
+  std::error_code ec;
+  if (fs::file_size(reserve, ec) == kLedgerRoomBytes && !ec) return true;
+  try {
+    common::write_file_atomic(reserve, std::string(kLedgerRoomBytes, '\0'));
+    return true;
+  } catch (const common::FileError&) {
+    fs::remove(reserve, ec);
+    return false;
+  }
 }
 
 size_t count_job_attempts(const std::vector<Attempt>& attempts) {

@@ -377,8 +377,15 @@ std::string to_line(const Attempt& attempt);
 std::optional<Attempt> parse_attempt_line(std::string_view line);
 // RUN_DIR/attempts.jsonl; malformed lines are skipped and counted. A missing file reads as empty.
 std::vector<Attempt> read_attempts(const fs::path& run_dir, size_t* malformed = nullptr);
-// Appends `attempt` as one line (one write, then fsync); throws common::FileError.
+// Appends `attempt` as one line (one write, then fsync); throws common::FileError. Where the
+// filesystem refuses the line (full), frees the room reserve_ledger_room kept and tries once more.
 void append_attempt(const fs::path& run_dir, const Attempt& attempt);
+// Keeps kLedgerRoomBytes in RUN_DIR/.ledger-reserve (the step supervisor, at each attempt's
+// start), so that the ledger can still take its lines when the run directory fills up: on a full
+// disk the attempt's end is otherwise lost, and with it the failure budget's count. False when it
+// could not (the disk already full).
+bool reserve_ledger_room(const fs::path& run_dir);
+inline constexpr size_t kLedgerRoomBytes = 64 * 1024;
 
 // Job attempts, as Slurm counts them: distinct (job_id, restart) pairs, not ledger lines.
 size_t count_job_attempts(const std::vector<Attempt>& attempts);

@@ -25,6 +25,7 @@ inline constexpr const char* kTensorBoard = "tensorboard";        // event files
 inline constexpr const char* kWeights = "model.pt";               // the final weights
 inline constexpr const char* kReport = "report.html";             // hpctrain report's default
 inline constexpr const char* kLock = ".lock";                     // serialises submits
+inline constexpr const char* kLedgerReserve = ".ledger-reserve";  // room kept for the ledger
 
 // "spec.toml.replaced-N": the N-th spec that submit --force replaced.
 std::string replaced_spec_name(int n);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/durable_file.hpp"
 #include "common/error.hpp"
 #include "support/temp_dir.hpp"
 
@@ -468,6 +469,26 @@ TEST(Records, AppendedLedgerLinesReadBackAndCountJobAttempts) {
   EXPECT_EQ(to_line(back[0]), to_line(first));
   EXPECT_EQ(to_line(back[2]), to_line(third));
   EXPECT_EQ(count_job_attempts(back), 2u);  // (12, 0) twice, (12, 1)
+}
+
+TEST(Records, TheLedgersReserveIsKeptAndGivenUpWhenTheDiskRefuses) {
+  TempDir dir;
+  EXPECT_TRUE(reserve_ledger_room(dir.path()));
+  EXPECT_TRUE(reserve_ledger_room(dir.path()));  // kept as it is
+  EXPECT_EQ(fs::file_size(dir / ".ledger-reserve"), kLedgerRoomBytes);
+  append_attempt(dir.path(), node_loss_line());  // room to spare: the reserve stays
+  EXPECT_TRUE(fs::exists(dir / ".ledger-reserve"));
+  // A disk that refuses every write (/dev/full: ENOSPC): the reserve is given up for a second
+  // try, which fails too here, and the error says why.
+  fs::remove(dir / "attempts.jsonl");
+  fs::create_symlink("/dev/full", dir / "attempts.jsonl");
+  try {
+    append_attempt(dir.path(), node_loss_line());
+    ADD_FAILURE() << "no error";
+  } catch (const hpctrain::common::FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(dir / ".ledger-reserve"));
 }
 
 TEST(Records, SubmissionsReadBackTheLatestAndSurviveATornLine) {
