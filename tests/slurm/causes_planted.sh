@@ -12,6 +12,11 @@
 #             run directory's free space says why: cause filesystem, retried within the failure
 #             budget (max_consecutive_failures = 1: failed_requeued, then failed), the retry
 #             resumed from the checkpoint already written, the ledger whole
+#   filled    the run directory on a 12 MiB tmpfs that another writer fills once the first
+#             checkpoint is committed (dd until ENOSPC): the workers' lines are lost, the ledger line
+#             is written into the room the supervisor kept (.ledger-reserve), the run directory's
+#             free space says why: cause filesystem; the filler removed, the retry completes from
+#             the checkpoint written before (failed_requeued, then completed)
 #   readonly  the checkpoints directory a tmpfs of its own, remounted read-only once the first
 #             checkpoint is committed (the run directory itself cannot be: the job's log files are
 #             open for writing there, and Linux refuses to remount such a filesystem read-only):
@@ -59,15 +64,18 @@ wait_lines() {
 }
 ended() { [[ $(state "$1") =~ ^(COMPLETED|FAILED|CANCELLED)$ ]]; }
 
-oom=$work/oom full=$work/full/run ro=$work/readonly
-mkdir -p "$work/full" "$ro/checkpoints"
+oom=$work/oom full=$work/full/run filled=$work/filled/run ro=$work/readonly
+mkdir -p "$work/full" "$work/filled" "$ro/checkpoints"
 mount -t tmpfs -o size=2600k,mode=0755 tmpfs "$work/full" || fail "cannot mount a tmpfs"
 mounts+=("$work/full")
+mount -t tmpfs -o size=12m,mode=0755 tmpfs "$work/filled" || fail "cannot mount a tmpfs"
+mounts+=("$work/filled")
 mount -t tmpfs -o size=64m,mode=0700 tmpfs "$ro/checkpoints" || fail "cannot mount a tmpfs"
 mounts+=("$ro/checkpoints")
 spec oom "$oom" data.synthetic_image_size=224 train.batch_size=128 train.log_every_steps=1
 spec full "$full"
 spec readonly "$ro" data.synthetic_samples=2048
+spec filled "$filled" data.synthetic_samples=2048
 
 plant_oom=$(now)
 (ulimit -v $((3 << 20)) && submit "$work/oom.toml" > /dev/null) || fail "submit under ulimit -v failed"
@@ -75,18 +83,28 @@ submitted+=("$(jq -r .job_id "$oom/submissions.jsonl" | tail -n 1)")
 plant_full=$(now)  # the disk is as small from the start: the plant is the submission
 submit "$work/full.toml" > /dev/null
 submit "$work/readonly.toml" > /dev/null
+submit "$work/filled.toml" > /dev/null
 
 # One loop watches the three: remounts readonly's checkpoints read-only once its first checkpoint
 # is committed (refused, busy, while a rank holds a checkpoint file open for writing: again until
 # it goes through) and notes when each ledger gets its first line.
-plant_ro='' end_oom='' end_full='' end_ro=''
+plant_ro='' end_oom='' end_full='' end_ro='' plant_filled='' end_filled=''
 deadline=$((SECONDS + 180))
-until [[ -n $end_oom && -n $end_full && -n $end_ro ]]; do
+until [[ -n $end_oom && -n $end_full && -n $end_ro && -n $end_filled ]]; do
   (( SECONDS < deadline )) ||
-    fail "no recorded end within 180 s (oom ${end_oom:-no}, full ${end_full:-no}, readonly ${end_ro:-no})"
+    fail "no recorded end within 180 s (oom ${end_oom:-no}, full ${end_full:-no}, readonly ${end_ro:-no}, filled ${end_filled:-no})"
   if [[ -z $plant_ro && -f $ro/checkpoints/step-000000004/manifest.json ]]; then
     (( $(lines "$ro") == 0 )) || fail "readonly: the attempt ended before the remount"
     mount -o remount,ro "$ro/checkpoints" 2> /dev/null && plant_ro=$(now)
+  fi
+  if [[ -z $plant_filled && -f $filled/checkpoints/step-000000004/manifest.json ]]; then
+    (( $(lines "$filled") == 0 )) || fail "filled: the attempt ended before the disk was filled"
+    dd if=/dev/zero of="$work/filled/filler" bs=64k 2> /dev/null
+    plant_filled=$(now)
+  fi
+  if [[ -z $end_filled && -n $plant_filled ]] && (( $(lines "$filled") > 0 )); then
+    end_filled=$(now)
+    rm -f "$work/filled/filler"  # space again for the retry
   fi
   [[ -z $end_oom ]] && (( $(lines "$oom") > 0 )) && end_oom=$(now)
   [[ -z $end_full ]] && (( $(lines "$full") > 0 )) && end_full=$(now)
@@ -124,6 +142,18 @@ grep -q "resuming from checkpoint step 4 " "$full"/logs/slurm-* ||
 echo "filesystem (full) → run_dir on a 2600 KiB tmpfs → $(ledger_field "$full" 1 cause) → retried ($(causes "$full"), job FAILED) → $(since "$plant_full" "$end_full") s from submission to the first recorded end"
 echo "  attempt 1: $(ledger_field "$full" 1 evidence)"
 echo "  attempt 2: $(ledger_field "$full" 2 evidence)"
+
+wait_for 180 "end of filled" ended "$filled"
+wait_lines "$filled" 2 30
+[[ $(state "$filled") == COMPLETED ]] || fail "filled: job $(state "$filled"), want COMPLETED"
+[[ $(causes "$filled") == "failed_requeued:filesystem completed:completed" ]] ||
+  fail "filled: ledger '$(causes "$filled")' ($(jq -r .evidence "$filled/attempts.jsonl" | paste -sd '|'))"
+jq -e . "$filled/attempts.jsonl" > /dev/null || fail "filled: the ledger does not parse"
+grep -q "resuming from checkpoint step 4 " "$filled"/logs/slurm-* ||
+  fail "filled: the retry did not resume from the checkpoint written before the disk filled"
+retry_s=$(jq -rs '(.[1].start | fromdateiso8601) - (.[0].end | fromdateiso8601)' "$filled/attempts.jsonl")
+echo "filesystem (filled by another writer) → dd fills the run_dir's 12 MiB tmpfs after checkpoint 4 → $(ledger_field "$filled" 1 cause) → retried, the filler removed ($(causes "$filled"), job COMPLETED) → $(since "$plant_filled" "$end_filled") s from the fill to the recorded end, the retry started ${retry_s} s after it"
+echo "  attempt 1: $(ledger_field "$filled" 1 evidence)"
 
 wait_for 180 "end of readonly" ended "$ro"
 wait_lines "$ro" 2 30
