@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add_list(app);
   add_logs(app);
   add_supervise(app);
+  add_drill(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -151,6 +151,35 @@ class CommandClient : public SlurmClient {
     if (r.exit_status != 0) throw_failed("scontrol update", r);
   }
 
+  void signal(const std::string& job_id, const std::string& signal) override {
+    const auto r = change({"scancel", "--signal=" + signal, job_id});
+    throw_if_unreachable("scancel", r);
+    if (r.exit_status != 0) {
+      throw SlurmError("scancel --signal=" + signal + " " + job_id +
+                       " failed: " + first_line_said(r));
+    }
+  }
+
+  std::optional<bool> requeue_allowed(const std::string& job_id) override {
+    const auto r = ask({"scontrol", "show", "job", "--oneliner", job_id});
+    throw_if_unreachable("scontrol", r);
+    if (r.exit_status != 0) throw_failed("scontrol show job", r);
+    static const std::regex kRequeue("(^|\\s)Requeue=([01])(\\s|$)");
+    std::smatch m;
+    if (!std::regex_search(r.out, m, kRequeue)) return std::nullopt;
+    return m[2] == "1";
+  }
+
+  common::CommandResult run_in_job(const std::string& job_id, const std::string& node,
+                                   const std::vector<std::string>& argv) override {
+    std::vector<std::string> full = {"srun",       "--jobid=" + job_id,  "--overlap", "--nodes=1",
+                                     "--ntasks=1", "--nodelist=" + node, "--quiet"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    const auto r = change(full);
+    throw_if_unreachable("srun", r);
+    return r;
+  }
+
   std::vector<std::string> step_ids(const std::string& job_id) override {
     const auto r = ask({"squeue", "--noheader", "--steps", "--jobs=" + job_id, "--format=%i"});
     throw_if_unreachable("squeue", r);

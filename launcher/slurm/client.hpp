@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/process.hpp"
+
 #include "slurm/cluster_info.hpp"
 #include "slurm/command.hpp"
 
@@ -55,6 +57,16 @@ class SlurmClient {
   virtual void requeue(const std::string& job_id) = 0;
   // scontrol update JobId=JOB ExcNodeList=LIST.
   virtual void exclude_nodes(const std::string& job_id, const std::string& nodelist) = 0;
+  // scancel --signal=SIGNAL JOB: the signal to every step's tasks (not the batch shell), as a
+  // preemption notice reaches them.
+  virtual void signal(const std::string& job_id, const std::string& signal) = 0;
+  // Whether Slurm would requeue the job (scontrol show job's Requeue=1); nullopt when it does not
+  // say.
+  virtual std::optional<bool> requeue_allowed(const std::string& job_id) = 0;
+  // `argv` as a step of its own on `node` inside the job's allocation, beside the running steps
+  // (srun --jobid=JOB --overlap -N1 -n1 -w NODE); its result, whatever its exit status.
+  virtual common::CommandResult run_in_job(const std::string& job_id, const std::string& node,
+                                           const std::vector<std::string>& argv) = 0;
 
   // Job steps (what srun starts).
   // The job's step ids, "JOB.STEP" only (squeue --steps).

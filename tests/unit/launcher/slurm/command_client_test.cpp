@@ -39,7 +39,7 @@ class CommandClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* name :
-         {"sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo", "sacctmgr"}) {
+         {"sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo", "sacctmgr", "srun"}) {
       write_text(dir_ / "bin" / name, kStandIn);
       ::chmod((dir_ / "bin" / name).c_str(), 0755);
     }
@@ -148,6 +148,8 @@ TEST_F(CommandClientTest, EveryCommandTellsNoAnswerFromARefusal) {
       {"query_all", [&] { client_->query_all({"7"}); }},
       {"cancel", [&] { client_->cancel("7"); }},
       {"submit", [&] { client_->submit("job.sbatch", {}); }},
+      {"signal", [&] { client_->signal("7", "USR2"); }},
+      {"requeue_allowed", [&] { client_->requeue_allowed("7"); }},
   };
   for (const char* program : {"scontrol", "squeue", "sinfo", "scancel", "sbatch"}) {
     answer(program, "", kUnreachable, 1);
@@ -215,6 +217,31 @@ TEST_F(CommandClientTest, QueriesReadTheirAnswers) {
 }
 
 // scancel of a step is not waited for: kill_step returns at once, scancel runs on.
+// The drill's: a preemption notice to the job's steps, Slurm's word on requeue, a command beside
+// the job's steps on one of its nodes.
+TEST_F(CommandClientTest, SignalRequeueFlagAndACommandInTheJob) {
+  client_->signal("7", "USR2");
+  answer("scontrol", "JobId=7 JobName=a Priority=1 Requeue=0 Restarts=0 BatchFlag=1\n");
+  EXPECT_EQ(client_->requeue_allowed("7"), std::optional<bool>(false));
+  answer("scontrol", "JobId=7 JobName=Requeue=1x Requeue=1 Restarts=2\n");
+  EXPECT_EQ(client_->requeue_allowed("7"), std::optional<bool>(true));
+  answer("scontrol", "JobId=7 JobName=Requeue=1\n");
+  EXPECT_EQ(client_->requeue_allowed("7"), std::nullopt) << "a job named Requeue=1 says nothing";
+  answer("scontrol", "JobId=7 JobName=a\n");
+  EXPECT_EQ(client_->requeue_allowed("7"), std::nullopt);
+  answer("srun", "4242\n", "", 1);
+  const auto r = client_->run_in_job("7", "n2", {"bash", "-c", "kill -STOP x"});
+  EXPECT_EQ(r.exit_status, 1);
+  EXPECT_EQ(r.out, "4242\n");
+  EXPECT_EQ(
+      calls(),
+      "scancel --signal=USR2 7\n"
+      "scontrol show job --oneliner 7\nscontrol show job --oneliner 7\n"
+      "scontrol show job --oneliner 7\nscontrol show job --oneliner 7\n"
+      "srun --jobid=7 --overlap --nodes=1 --ntasks=1 --nodelist=n2 --quiet bash -c kill -STOP "
+      "x\n");
+}
+
 TEST_F(CommandClientTest, KillStepDoesNotWait) {
   write_text(dir_ / "standin" / "scancel.sleep", "1");
   const auto start = std::chrono::steady_clock::now();

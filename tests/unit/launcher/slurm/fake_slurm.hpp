@@ -27,12 +27,14 @@ class FakeSlurm : public slurm::SlurmClient {
   std::vector<slurm::PartitionInfo> partition_list;
   slurm::Accounting accounts;
   std::optional<std::string> next_job = "8";  // what sbatch answers; nullopt: it refuses
+  std::optional<bool> requeue_flag = true;    // scontrol show job's Requeue=
   std::function<void(const std::string&)> on_kill_step;
 
   // Calls that fail, by method name ("requeue", "query", "partitions", ...).
   std::map<std::string, Failure> failing;
   // The calls that change something, in order: "submit SCRIPT [after=JOB] [export=VARS]
-  // [exclude=LIST]", "cancel JOB", "requeue JOB", "exclude JOB LIST", "kill STEP".
+  // [exclude=LIST]", "cancel JOB", "requeue JOB", "exclude JOB LIST", "kill STEP", "signal JOB
+  // SIG", "requeue_allowed JOB", "run_in_job JOB NODE ARGV...".
   std::vector<std::string> calls;
 
   // A partition of `count` nodes (without GPUs), the default one when `is_default`.
@@ -80,6 +82,25 @@ class FakeSlurm : public slurm::SlurmClient {
     calls.push_back("exclude " + job_id + " " + list);
     fail_if("exclude_nodes");
   }
+  void signal(const std::string& job_id, const std::string& sig) override {
+    calls.push_back("signal " + job_id + " " + sig);
+    fail_if("signal");
+  }
+  std::optional<bool> requeue_allowed(const std::string& job_id) override {
+    calls.push_back("requeue_allowed " + job_id);
+    fail_if("requeue_allowed");
+    return requeue_flag;
+  }
+  common::CommandResult run_in_job(const std::string& job_id, const std::string& node,
+                                   const std::vector<std::string>& argv) override {
+    std::string call = "run_in_job " + job_id + " " + node;
+    for (const auto& a : argv) call += " " + a;
+    calls.push_back(call);
+    fail_if("run_in_job");
+    common::CommandResult r;
+    r.exit_status = 0;
+    return r;
+  }
   std::vector<std::string> step_ids(const std::string& job_id) override {
     fail_if("step_ids");
     return {job_id + ".0"};
@@ -108,8 +129,9 @@ class FakeSlurm : public slurm::SlurmClient {
 
   // Every call fails as `how` says.
   void fail_all(Failure how) {
-    for (const char* name : {"submit", "query", "query_all", "cancel", "requeue", "exclude_nodes",
-                             "step_ids", "hostnames", "slurmd_port", "partitions"}) {
+    for (const char* name :
+         {"submit", "query", "query_all", "cancel", "requeue", "exclude_nodes", "signal",
+          "requeue_allowed", "run_in_job", "step_ids", "hostnames", "slurmd_port", "partitions"}) {
       failing[name] = how;
     }
   }
