@@ -531,11 +531,11 @@ int Supervisor::finish() {
   if (how == Continued::kChained) a.reason = records::chained(reason);
   try {
     records::append_attempt(c_.task_dir, a);
-  } catch (const std::exception& e) {
+  } catch (const std::exception& error) {
     // A full or read-only run directory: the ledger misses this attempt (and the failure budget,
     // counted there, this failure). Said here, with the line, in case this log can take it.
-    warn(std::string("hpctrain: this attempt could not be recorded in the ledger (") + e.what() +
-         "); its line: " + records::to_line(a));
+    warn(std::string("hpctrain: this attempt could not be recorded in the ledger (") +
+         error.what() + "); its line: " + records::to_line(a));
   }
   const std::string cause(records::name_of(why.cause));
   say("hpctrain: attempt ended: status " + std::to_string(status_) + ", " +
