@@ -234,9 +234,10 @@ Classified unknown(const EndFacts& f) {
 Classified classify(const EndFacts& f) {
   using records::LossCause;
   if (f.node_lost) {
-    const Cause c = *f.node_lost == LossCause::kHang        ? Cause::kHang
-                    : *f.node_lost == LossCause::kStraggler ? Cause::kStraggler
-                                                            : Cause::kNodeLost;
+    const Cause c = *f.node_lost == LossCause::kHang          ? Cause::kHang
+                    : *f.node_lost == LossCause::kStraggler   ? Cause::kStraggler
+                    : *f.node_lost == LossCause::kGpuHardware ? Cause::kGpuHardware
+                                                              : Cause::kNodeLost;
     return {c, clip(f.loss_text)};
   }
   // Slurm's own word: its banner in the output, or the job's state once TERM came.

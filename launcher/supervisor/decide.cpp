@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 #include <sstream>
 
 #include "common/exit_codes.hpp"
+#include "supervisor/causes.hpp"
 
 namespace hpctrain::supervisor {
 
@@ -194,6 +196,27 @@ std::optional<std::string> node_of_host(const std::string& host, const Nodes& no
     found = n;
   }
   return found;
+}
+
+std::optional<std::string> host_of_line(std::string_view line) {
+  static const std::regex kWorker(R"(^\[(?:rank [0-9]+/[0-9]+ )?([A-Za-z0-9._-]+)\] )");
+  static const std::regex kNccl(R"(^([A-Za-z0-9._-]+):[0-9]+:[0-9]+ \[[0-9]+\] NCCL )");
+  const std::string text(line);
+  std::smatch m;
+  if (std::regex_search(text, m, kWorker) || std::regex_search(text, m, kNccl)) {
+    return m[1].str();
+  }
+  return std::nullopt;
+}
+
+std::optional<FaultyNode> gpu_fault(const std::vector<std::string>& lines, const Nodes& nodes) {
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (cause_of_line(*it) != records::Cause::kGpuHardware) continue;
+    const auto host = host_of_line(*it);
+    if (!host) continue;
+    if (const auto node = node_of_host(*host, nodes)) return FaultyNode{*node, *it};
+  }
+  return std::nullopt;
 }
 
 std::optional<double> find_started(const std::vector<records::MetricsRecord>& records,

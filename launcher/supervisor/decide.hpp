@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/records.hpp"
@@ -102,6 +103,16 @@ std::optional<Verdict> find_verdict(const std::vector<records::MetricsRecord>& r
 // host's short name (before the first '.'); none when no node or several do. An address
 // (digits and dots) matches only itself.
 std::optional<std::string> node_of_host(const std::string& host, const Nodes& nodes);
+// The host a worker's line of output was written on: the worker's own prefix ("[rank 2/8 n7] ...",
+// "[n7] ..."), NCCL's ("n7:1234:1290 [0] NCCL WARN ..."); nullopt when the line has neither.
+std::optional<std::string> host_of_line(std::string_view line);
+// The step's node whose GPU failed, from the step's output: the host of the last line the
+// classifier takes for GPU hardware (causes.hpp) that names one, as one of `nodes`
+// (node_of_host); with the line.
+struct FaultyNode {
+  std::string node, line;
+};
+std::optional<FaultyNode> gpu_fault(const std::vector<std::string>& lines, const Nodes& nodes);
 // The wall time of step `tag`'s "started" record (its first training step): the last such record,
 // nullopt when it has no wall time.
 std::optional<double> find_started(const std::vector<records::MetricsRecord>& records,

@@ -167,6 +167,7 @@ class Supervisor {
   void run_steps();
   int watch_step(common::Process& srun);
   void look_again(int status);
+  void look_for_gpu_fault();
   bool handle_loss(int status);
   int finish();
   Continued requeue_or_chain(bool excluding);
@@ -307,7 +308,10 @@ void Supervisor::look_again(int status) {
   }
   if (!failed()) return;
   const auto v = find_verdict(records::read_metrics_tail(c_.task_dir).records, tag());
-  if (!v) return;
+  if (!v) {
+    look_for_gpu_fault();
+    return;
+  }
   for (const auto& host : v->hosts) {
     const auto node = node_of_host(host, nodes_.training);
     if (!node) {
@@ -324,6 +328,17 @@ void Supervisor::look_again(int status) {
       v->wall_time > 0 ? static_cast<int64_t>(std::llround(v->wall_time * 1000)) : unix_time_ms();
   loss_.suspect_text = v->message;
   loss_.stopped_ms = unix_time_ms();
+}
+
+// A GPU that failed (an ECC or Xid error, a CUDA error the classifier takes for hardware) on a
+// node that the line of output saying so names: that node is replaced as a lost one, or kept out
+// of the requeued job, rather than the job retried on the same GPU.
+void Supervisor::look_for_gpu_fault() {
+  const auto fault = gpu_fault(output_.lines(), nodes_.training);
+  if (!fault) return;
+  loss_.dead.emplace_back(fault->node, LossCause::kGpuHardware);
+  loss_.detected_ms = loss_.stopped_ms = unix_time_ms();
+  loss_.suspect_text = fault->line;
 }
 
 // A node is lost: replace it (or shrink) and go on in this allocation; false when the job must
@@ -348,6 +363,9 @@ bool Supervisor::handle_loss(int status) {
       break;
     case LossCause::kRefused:
       loss_.fields.detected_by = "slurmd on " + first + " refused the connection";
+      break;
+    case LossCause::kGpuHardware:
+      loss_.fields.detected_by = "GPU hardware: " + loss_.suspect_text;
       break;
   }
   const Nodes old_nodes = nodes_.training;

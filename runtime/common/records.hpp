@@ -72,7 +72,7 @@ enum class Cause {
 // How a node loss was found (attempts.jsonl's "loss_kind"; "cause" on ledgers older than causes):
 // its slurmd did not answer (silent) or refused the probe, the hang watchdog named its ranks, or it
 // was evicted as a straggler.
-enum class LossCause { kSilent, kRefused, kHang, kStraggler };
+enum class LossCause { kSilent, kRefused, kHang, kStraggler, kGpuHardware };
 
 template <typename E>
 struct Names;
@@ -96,8 +96,8 @@ struct Names<Cause> {
 };
 template <>
 struct Names<LossCause> {
-  static constexpr std::array<std::string_view, 4> kValues = {"silent", "refused", "hang",
-                                                              "straggler"};
+  static constexpr std::array<std::string_view, 5> kValues = {"silent", "refused", "hang",
+                                                              "straggler", "gpu_hardware"};
 };
 
 template <typename E>

@@ -304,5 +304,37 @@ TEST(StepDecide, VerdictsOfThisStepOnly) {
   EXPECT_EQ(find_verdict(longer, "3.1")->message.size(), 240u);
 }
 
+// The host a line of output was written on: the worker's prefix (with or without its rank),
+// NCCL's "host:pid:tid [dev]"; nothing from other lines.
+TEST(HostOfLine, WorkerAndNcclPrefixes) {
+  EXPECT_EQ(host_of_line("[rank 2/8 n7.cluster] CUDA error: x"), "n7.cluster");
+  EXPECT_EQ(host_of_line("[gpu-07] checkpoint step 5 committed"), "gpu-07");
+  EXPECT_EQ(host_of_line("gpu-07:1234:1290 [3] NCCL WARN Cuda failure 'uncorrectable ECC error'"),
+            "gpu-07");
+  EXPECT_EQ(host_of_line("srun: error: n2: task 2: Exited with exit code 1"), std::nullopt);
+  EXPECT_EQ(host_of_line("NVRM: Xid (PCI:0000:3b:00): 79, pid=5, GPU has fallen off the bus."),
+            std::nullopt);
+  EXPECT_EQ(host_of_line("[rank 2/8 ] x"), std::nullopt);
+}
+
+// The node behind the last GPU-hardware line that names one of the step's nodes.
+TEST(GpuFault, TheLastHardwareLineNamingANode) {
+  const Nodes nodes = {"n1", "n2", "n10"};
+  const std::vector<std::string> lines = {
+      "[rank 0/4 n1] CUDA error: uncorrectable ECC error encountered",
+      "[rank 3/4 n10] CUDA error: uncorrectable ECC error encountered",
+      "[rank 1/4 n1] Connection reset by peer",
+      "CUDA error: uncorrectable ECC error encountered",
+  };
+  const auto f = gpu_fault(lines, nodes);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->node, "n10");
+  EXPECT_EQ(f->line, lines[1]);
+  EXPECT_EQ(gpu_fault({lines[2], lines[3]}, nodes), std::nullopt) << "no host, or no GPU fault";
+  EXPECT_EQ(gpu_fault({"[rank 0/4 n9] CUDA error: uncorrectable ECC error encountered"}, nodes),
+            std::nullopt)
+      << "n9 is none of the step's nodes";
+}
+
 }  // namespace
 }  // namespace hpctrain::supervisor

@@ -5,6 +5,9 @@
 // environment. sbatch_node_loss runs the same through the rendered script with every branch.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -464,6 +467,63 @@ TEST_F(Supervise, VerdictOnAnUnknownHostIsAnOrdinaryFailure) {
   const auto l = ledger();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0]["reason"], "failed_requeued");
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+}
+
+// fd 2 a regular file, as the batch job's is (the step supervisor reads the step's lines back from
+// it), while the object lives.
+class StderrToFile {
+ public:
+  explicit StderrToFile(const std::string& path) : saved_(::dup(2)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrToFile() {
+    ::dup2(saved_, 2);
+    ::close(saved_);
+  }
+  StderrToFile(const StderrToFile&) = delete;
+  StderrToFile& operator=(const StderrToFile&) = delete;
+
+ private:
+  int saved_;
+};
+
+// A GPU that failed: the node of the worker's line saying so is replaced as a lost one (cause
+// gpu_hardware, loss_kind gpu_hardware), not the job retried on the same GPU.
+TEST_F(Supervise, AGpuFaultReplacesTheNodeItsLineNames) {
+  const StderrToFile err(dir_.file("batch.err"));
+  play(1,
+       "echo '[rank 2/4 n2.cluster.local] train.cpp:88: CUDA error: uncorrectable ECC error "
+       "encountered' >&2; echo 'srun: error: n2: task 2: Exited with exit code 1' >&2; exit 1");
+  play(2, "finished");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 2u) << read_text(dir_ / "run" / "attempts.jsonl");
+  EXPECT_EQ(l[0]["reason"], "node_lost");
+  EXPECT_EQ(l[0]["cause"], "gpu_hardware");
+  EXPECT_EQ(l[0]["loss_kind"], "gpu_hardware");
+  EXPECT_EQ(l[0]["lost_nodes"], "n2");
+  EXPECT_EQ(l[0]["added_nodes"], "b");
+  EXPECT_NE(l[0]["detected_by"].get<std::string>().find("GPU hardware: [rank 2/4 n2.cluster"),
+            std::string::npos)
+      << l[0]["detected_by"];
+  EXPECT_EQ(l[1]["reason"], "completed");
+  EXPECT_EQ(l[1]["nodes"], "n1,n3,b");
+  EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
+}
+
+// A GPU failure whose line names no node of the step (or no host at all) is retried as any
+// failure, recorded gpu_hardware.
+TEST_F(Supervise, AGpuFaultNamingNoNodeOfTheStepIsAnOrdinaryFailure) {
+  const StderrToFile err(dir_.file("batch.err"));
+  play(1, "echo '[rank 2/4 n9] CUDA error: uncorrectable ECC error encountered' >&2; exit 1");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0]["reason"], "failed_requeued");
+  EXPECT_EQ(l[0]["cause"], "gpu_hardware");
   EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
 }
 
