@@ -23,12 +23,14 @@ namespace fs = std::filesystem;
 using drill::Event;
 using drill::Row;
 
-// Stops one rank of job $1 on this node: the first hpctrain-worker process whose environment
-// has SLURM_JOB_ID=$1 gets SIGSTOP (alive, holding its sockets, answering nothing). Prints its pid.
+// Stops one rank of job $1 on this node: the first hpctrain-worker process (by /proc, no procps
+// needed) whose environment has SLURM_JOB_ID=$1 gets SIGSTOP (alive, holding its sockets,
+// answering nothing). Prints its pid.
 constexpr const char* kStopOneRank =
-    "for p in $(pgrep -x hpctrain-worker); do "
-    "if tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx \"SLURM_JOB_ID=$1\"; then "
-    "kill -STOP \"$p\" && echo \"$p\" && exit 0; fi; done; "
+    "for d in /proc/[0-9]*; do "
+    "[ \"$(cat \"$d/comm\" 2>/dev/null)\" = hpctrain-worker ] || continue; "
+    "tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx \"SLURM_JOB_ID=$1\" || continue; "
+    "kill -STOP \"${d#/proc/}\" && echo \"${d#/proc/}\" && exit 0; done; "
     "echo \"no hpctrain-worker of job $1 on $(hostname)\" >&2; exit 1";
 
 std::string seconds_text(double s) {
