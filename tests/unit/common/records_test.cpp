@@ -275,7 +275,8 @@ TEST(Records, EveryNameParsesBack) {
   for (const auto loss : all<LossCause>()) EXPECT_EQ(parse<LossCause>(name_of(loss)), loss);
   EXPECT_EQ(all<Reason>().size(), 13u);
   EXPECT_EQ(all<Cause>().size(), 14u);
-  EXPECT_EQ(all<LossCause>().size(), 4u);
+  EXPECT_EQ(all<LossCause>().size(), 5u);
+  EXPECT_EQ(name_of(LossCause::kGpuHardware), "gpu_hardware");
   EXPECT_EQ(name_of(Cause::kGpuHardware), "gpu_hardware");
   EXPECT_EQ(name_of(LossCause::kSilent), "silent");
   EXPECT_EQ(all<MetricsKind>().size(), 6u);
