@@ -65,8 +65,12 @@ thaw
 wait "${pids[$victim]}" 2>/dev/null
 pids=()
 
-# "rank 1 (node) silent for 4.6 s (no heartbeat; last heard in data wait at step 5)"
-pattern="hang: no progress for [0-9.]+ s \\(hang timeout $timeout_s s\\): rank $victim \\([^)]+\\) silent for [0-9.]+ s \\(no heartbeat; last heard in [a-z0-9 -]+ at step ([0-9]+)\\); the others wait: ranks 0, 2 in "
+# "rank 1 (node) silent for 4.6 s (no heartbeat; last heard in data wait at step 5); the others
+# wait: ranks 0, 2 in all-reduce ...", or, where the two survivors stand in different places (one
+# a step further, past the agreement that is read a step late), "...: rank 2 in agreement at step
+# 5, rank 0 in all-reduce bucket 0 at step 6"
+waiting="(ranks 0, 2 in |rank [02] in [a-z0-9 -]+ at step [0-9]+, rank [02] in )"
+pattern="hang: no progress for [0-9.]+ s \\(hang timeout $timeout_s s\\): rank $victim \\([^)]+\\) silent for [0-9.]+ s \\(no heartbeat; last heard in [a-z0-9 -]+ at step ([0-9]+)\\); the others wait: $waiting"
 for r in "${survivors[@]}"; do
   line=$(grep -oE "$pattern" "$work/silent.log.rank$r") ||
     fail "rank $r does not name rank $victim as silent with its last step: $(grep -h 'hang:' "$work/silent.log.rank$r")"

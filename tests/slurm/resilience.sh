@@ -7,10 +7,10 @@
 #              SIGKILL at a random step;
 #   cut        the link of rank 0's node goes down at a random step (no FIN, no RST: a power cut
 #              as its peers see it), so the next step needs a new rank 0 and a new store;
-# each time: the same job ends completed without a requeue, the ledger has a node_lost line (the
-# lost node, the spare added, detection, stop and recovery times) then a completed one, hpctrain
-# status tells of the loss, at most one checkpoint interval of steps is redone, and the final
-# weights equal the reference's bitwise. Then
+# each time: the same job ends completed without a requeue, the ledger has a node_lost line (cause
+# node_lost, the lost node, the spare added, detection, stop and recovery times) then a completed
+# one, hpctrain status tells of the loss, at most one checkpoint interval of steps is redone, and
+# the final weights equal the reference's bitwise. Then
 #   shrink     on_node_loss = "shrink" without a spare, training with local SGD (an averaging
 #              every 5 steps, checkpoints every 7): a node is killed in the middle of an epoch,
 #              the run finishes on 2 nodes (4 ranks) from the mean of the 6 ranks' models, and
@@ -51,7 +51,8 @@ check_replaced() {
   echo "--- $name ledger"; cat "$run/attempts.jsonl"
   [[ $(wc -l < "$run/attempts.jsonl") -eq 2 ]] || fail "$name: expected 2 ledger lines"
   jq -e -s --arg lost "$lost" '
-    (.[0] | .reason == "node_lost" and .lost_nodes == $lost and .added_nodes == "node1" and
+    (.[0] | .reason == "node_lost" and .cause == "node_lost" and .lost_nodes == $lost and
+            .added_nodes == "node1" and
             .step == 0 and .world_size == 6 and (.stop_s | type == "number") and
             (.recover_s | type == "number") and (.detected | test("Z$")) and
             (.detected_by | length > 0)) and
@@ -106,7 +107,8 @@ lost=$(HPCTRAIN_TRACE_SAMPLES=$work/shrink/trace run_with_loss shrink "$shrink_s
 run=$work/shrink
 echo "--- shrink ledger"; cat "$run/attempts.jsonl"
 jq -e -s --arg lost "$lost" '
-  (.[0] | .reason == "node_lost" and .lost_nodes == $lost and .added_nodes == "" and .world_size == 6) and
+  (.[0] | .reason == "node_lost" and .cause == "node_lost" and .lost_nodes == $lost and
+          .added_nodes == "" and .world_size == 6) and
   (.[1] | .reason == "completed" and .world_size == 4 and (.nodes | split(",") | length == 2))' \
   "$run/attempts.jsonl" > /dev/null || fail "shrink: ledger is not a loss then completion on 4 ranks"
 "$HPCTRAIN" status "$run" | grep -q "shrank to 4 ranks" || fail "shrink: status: $("$HPCTRAIN" status "$run")"
@@ -148,7 +150,8 @@ lost=$(run_with_loss fallback "$fallback_spec" 20 kill other) || exit 1
 run=$work/fallback
 echo "--- fallback ledger"; cat "$run/attempts.jsonl"
 jq -e -s --arg lost "$lost" '
-  length == 1 and (.[0] | .reason == "node_lost_requeued" and .lost_nodes == $lost and
+  length == 1 and (.[0] | .reason == "node_lost_requeued" and .cause == "node_lost" and
+                   .lost_nodes == $lost and
                    .added_nodes == "" and .restart == 0 and (.stop_s | type == "number"))' \
   "$run/attempts.jsonl" > /dev/null || fail "fallback: ledger is not one node_lost_requeued line"
 restarts=$(scontrol show job "$(jq -r .job_id "$run/attempts.jsonl")" -o | grep -o 'Restarts=[0-9]*')
