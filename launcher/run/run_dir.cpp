@@ -9,14 +9,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "common/durable_file.hpp"
 #include "common/run_layout.hpp"
+#include "common/size_text.hpp"
 #include "common/unique_fd.hpp"
 
 namespace hpctrain::run {
@@ -238,19 +237,6 @@ bool finished_at_checkpoint(const fs::path& dir) {
 
 namespace {
 
-std::string size_text(uint64_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(units)) {
-    value /= 1024;
-    ++unit;
-  }
-  char out[32];
-  std::snprintf(out, sizeof out, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return out;
-}
-
 uint64_t tree_bytes(const fs::path& dir) {
   uint64_t total = 0;
   std::error_code ec;
@@ -274,8 +260,8 @@ std::string filesystem_trouble(const fs::path& dir) {
     if (st.f_flag & ST_RDONLY) return p.string() + ": read-only";
     const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
     if (free < std::max<uint64_t>(need, 1 << 20)) {
-      return p.string() + ": " + size_text(free) + " free, less than " +
-             (newest ? "the newest checkpoint took (" + size_text(need) + ")"
+      return p.string() + ": " + common::size_text(free) + " free, less than " +
+             (newest ? "the newest checkpoint took (" + common::size_text(need) + ")"
                      : std::string("1 MiB"));
     }
   }

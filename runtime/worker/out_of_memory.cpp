@@ -4,24 +4,13 @@
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
+
+#include "common/size_text.hpp"
 
 namespace hpctrain::worker {
 
 namespace {
-
-std::string size_text(double bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char out[32];
-  std::snprintf(out, sizeof out, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return out;
-}
 
 // The number right after `key` in `text` (digits and one point), or nullopt.
 std::optional<double> number_after(std::string_view text, std::string_view key, size_t* end) {
@@ -81,11 +70,11 @@ MemoryFigures memory_figures() {
 std::string out_of_memory_text(bool device, std::optional<uint64_t> failed,
                                const MemoryFigures& figures) {
   std::string out = device ? "device memory ran out" : "host memory ran out";
-  if (failed) out += ": an allocation of " + size_text(static_cast<double>(*failed)) + " failed";
-  out += "; peak RSS of this rank " + size_text(static_cast<double>(figures.peak_rss_bytes));
+  if (failed) out += ": an allocation of " + common::size_text(*failed) + " failed";
+  out += "; peak RSS of this rank " + common::size_text(figures.peak_rss_bytes);
   if (figures.address_space_limit) {
-    out += "; address space limited to " +
-           size_text(static_cast<double>(*figures.address_space_limit)) + " (ulimit -v)";
+    out += "; address space limited to " + common::size_text(*figures.address_space_limit) +
+           " (ulimit -v)";
   }
   return out;
 }
