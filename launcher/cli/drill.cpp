@@ -2,6 +2,7 @@
 // events played on one run, each once a checkpoint newer than the last event's is committed, and
 // the table. Every wait has a deadline (--timeout per event); on a failed event both jobs are
 // cancelled. Exit status 0 when every event was survived and the weights agree, 1 otherwise.
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -112,11 +113,23 @@ std::string Drill::act(Event event, const std::string& job_id) {
       const auto nodes =
           states.empty() ? std::vector<std::string>() : slurm_.hostnames(states.front().nodes);
       if (nodes.empty()) return "the nodes of job " + job_id + " are unknown";
-      std::cerr << "drill: SIGSTOP to a rank of job " << job_id << " on " << nodes.back() << "\n";
-      const auto r =
-          slurm_.run_in_job(job_id, nodes.back(), {"bash", "-c", kStopOneRank, "drill", job_id});
-      if (r.exit_status != 0) return "could not stop a rank: " + r.err + r.out;
-      return "";
+      // The last node first (the batch host, which trains last, is usually the first), passing
+      // over nodes with no worker of the job: spares the step does not train on.
+      std::string tried;
+      for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {
+        const auto r =
+            slurm_.run_in_job(job_id, *node, {"bash", "-c", kStopOneRank, "drill", job_id});
+        if (r.exit_status == 0) {
+          std::cerr << "drill: SIGSTOP to a rank of job " << job_id << " on " << *node << "\n";
+          return "";
+        }
+        std::string said = r.err + r.out;
+        while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) {
+          said.pop_back();
+        }
+        tried += (tried.empty() ? "" : "; ") + *node + ": " + said;
+      }
+      return "could not stop a rank (" + tried + ")";
     }
   }
   return "no such event";
