@@ -87,6 +87,17 @@ void fields(SuspectsRecord& r, V& v) {
   v(field::kWallTime, r.wall_time);
 }
 
+template <typename V>
+void fields(RollbackRecord& r, V& v) {
+  v(field::kStep, r.step);
+  v(field::kRolledBackTo, r.rolled_back_to);
+  v(field::kSkippedFrom, r.skipped_from);
+  v(field::kSamplesSkipped, r.samples_skipped);
+  v(field::kRollbacks, r.rollbacks);
+  v(field::kMessage, r.message);
+  v(field::kWallTime, r.wall_time);
+}
+
 // Writes each field into a JSON object.
 struct Writer {
   json& j;
@@ -182,6 +193,8 @@ MetricsRecord read_record(MetricsKind kind, const json& j) {
       return read_as<RanksRecord>(j);
     case MetricsKind::kStarted:
       return read_as<StartedRecord>(j);
+    case MetricsKind::kRollback:
+      return read_as<RollbackRecord>(j);
     case MetricsKind::kHang:
     case MetricsKind::kEvict:
       break;
@@ -323,6 +336,8 @@ MetricsKind kind_of(const MetricsRecord& record) {
           return MetricsKind::kRanks;
         } else if constexpr (std::is_same_v<R, StartedRecord>) {
           return MetricsKind::kStarted;
+        } else if constexpr (std::is_same_v<R, RollbackRecord>) {
+          return MetricsKind::kRollback;
         } else {
           return r.kind;
         }
@@ -629,6 +644,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> field_names() {
   add(MetricsKind::kStarted, StartedRecord{});
   add(MetricsKind::kHang, SuspectsRecord{});
   add(MetricsKind::kEvict, SuspectsRecord{});
+  add(MetricsKind::kRollback, RollbackRecord{});
   // The ledger's and the submissions' writers say which fields they write when every one is set.
   const auto keys = [](const std::string& line) {
     std::vector<std::string> names;

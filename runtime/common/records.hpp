@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 // ---- Names: one table per enumeration; name_of, parse and all read it.
 
 // The kinds of metrics.jsonl's lines (its "kind" field).
-enum class MetricsKind { kTrain, kEval, kRanks, kStarted, kHang, kEvict };
+enum class MetricsKind { kTrain, kEval, kRanks, kStarted, kHang, kEvict, kRollback };
 // Why a ledger line's srun step ended (attempts.jsonl's "reason"). Each reason the job is requeued
 // for has a chained twin: the same end, where Slurm refused the requeue and the next job of a
 // chain continues the run instead.
@@ -78,8 +78,8 @@ template <typename E>
 struct Names;
 template <>
 struct Names<MetricsKind> {
-  static constexpr std::array<std::string_view, 6> kValues = {"train",   "eval", "ranks",
-                                                              "started", "hang", "evict"};
+  static constexpr std::array<std::string_view, 7> kValues = {
+      "train", "eval", "ranks", "started", "hang", "evict", "rollback"};
 };
 template <>
 struct Names<Reason> {
@@ -173,6 +173,11 @@ inline constexpr const char* kTag = "tag";
 inline constexpr const char* kRanks = "ranks";
 inline constexpr const char* kHosts = "hosts";
 inline constexpr const char* kMessage = "message";
+// rollback
+inline constexpr const char* kRolledBackTo = "rolled_back_to";
+inline constexpr const char* kSkippedFrom = "skipped_from";
+inline constexpr const char* kSamplesSkipped = "samples_skipped";
+inline constexpr const char* kRollbacks = "rollbacks";
 // attempts.jsonl
 inline constexpr const char* kJobId = "job_id";  // also submissions.jsonl's
 inline constexpr const char* kArrayTaskId = "array_task_id";
@@ -266,8 +271,20 @@ struct SuspectsRecord {
   std::optional<double> wall_time;
 };
 
-using MetricsRecord =
-    std::variant<TrainRecord, EvalRecord, RanksRecord, StartedRecord, SuspectsRecord>;
+// A "rollback" line: the divergence guard found the loss diverged and the run rolled back to a
+// checkpoint, skipping the samples of the steps since (docs/resilience.md).
+struct RollbackRecord {
+  int64_t step = 0;  // the last offending step: training goes on after it
+  std::optional<int64_t> rolled_back_to;   // the checkpoint's step
+  std::optional<int64_t> skipped_from;     // the first step skipped (rolled_back_to + 1)
+  std::optional<int64_t> samples_skipped;  // all ranks' together
+  std::optional<int64_t> rollbacks;        // the run's, this one included
+  std::string message;                     // the verdict
+  std::optional<double> wall_time;
+};
+
+using MetricsRecord = std::variant<TrainRecord, EvalRecord, RanksRecord, StartedRecord,
+                                   SuspectsRecord, RollbackRecord>;
 
 MetricsKind kind_of(const MetricsRecord& record);
 

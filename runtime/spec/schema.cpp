@@ -277,6 +277,10 @@ std::vector<Field> make_fields() {
       integer("resilience.fp16_skip_limit", kDef, "100", 0, 1000000,
               "In fp16, the loss diverged when the loss scaler skipped every step for this many "
               "steps in a row; 0 = off."),
+      integer("resilience.max_rollbacks", kDef, "3", 0, 1000,
+              "A diverged loss rolls the run back to the last checkpoint before the offending "
+              "log window and skips the samples of the steps since, this many times at most; "
+              "then, or at 0, the run stops as diverged."),
 
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",

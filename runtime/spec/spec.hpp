@@ -135,6 +135,9 @@ struct ResilienceSpec {
   // log windows (0 = off), or fp16 skipping every step for this many steps (0 = off), diverged.
   double loss_spike_factor = 0;
   int64_t fp16_skip_limit = 0;
+  // A diverged run rolls back to the last checkpoint before the offending steps and skips their
+  // samples, this many times at most; then (and at 0) it stops as diverged.
+  int64_t max_rollbacks = 0;
 
   // kAuto resolved: replace when there are spare nodes, else requeue.
   OnNodeLoss policy() const {

@@ -201,6 +201,7 @@ Snapshot CheckpointContent::capture(TrainingState& state, const Position& positi
   snap.meta = {{"step", position.step},
                {"epoch", position.epoch},
                {"consumed", position.consumed},
+               {"rollbacks", position.rollbacks},
                {"finished", finished},
                {"world_size", comm_.size()},
                {"batch_size", options_.batch_size},
@@ -311,7 +312,8 @@ Resumed CheckpointContent::restore(TrainingState& state, const checkpoint::Loade
   const auto position = [&](const char* key) {
     return pieces.restoring(std::string("position.") + key) ? trainer[key].get<int64_t>() : 0;
   };
-  r.position = {position("step"), position("epoch"), position("consumed")};
+  r.position = {position("step"), position("epoch"), position("consumed"),
+                trainer.value("rollbacks", int64_t{0})};
   if (comm_.rank() == 0 && !options_.ablate_pieces_file.empty()) {
     std::ofstream list(options_.ablate_pieces_file);
     for (const auto& p : pieces.names) list << p << '\n';

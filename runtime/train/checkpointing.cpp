@@ -81,7 +81,7 @@ Checkpointer::Checkpointer(const CheckpointOptions& options, dist::Communicator&
       commit_ranks(comm), out);
 }
 
-std::optional<Resumed> Checkpointer::restore(TrainingState& state) {
+std::optional<Resumed> Checkpointer::restore(TrainingState& state, int64_t at_most) {
   if (!commit_) return std::nullopt;
   checkpoint::Store& store = commit_->store();
   if (comm_.rank() == 0) {
@@ -95,7 +95,6 @@ std::optional<Resumed> Checkpointer::restore(TrainingState& state) {
   // found and its resume key checked: a checkpoint of an all-reduce run is refused by name, not
   // passed over as damaged. A step whose files cannot all be read gives way to an older one.
   const std::vector<std::string> shared = content_.shared_files();
-  int64_t at_most = std::numeric_limits<int64_t>::max();
   std::optional<checkpoint::Loaded> loaded;
   while (true) {
     loaded = store.load_latest(shared, at_most);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -55,10 +56,11 @@ class Checkpointer {
 
   bool enabled() const { return commit_ != nullptr; }
 
-  // Collective. Restores the newest checkpoint that every rank can read (a damaged one is
-  // reported and the previous one used) into `state`; nullopt when there is none. Throws
-  // rt::Error when the spec changed in a way that breaks resume.
-  std::optional<Resumed> restore(TrainingState& state);
+  // Collective. Restores the newest checkpoint not above step `at_most` that every rank can read
+  // (a damaged one is reported and the previous one used) into `state`; nullopt when there is
+  // none. Throws rt::Error when the spec changed in a way that breaks resume.
+  std::optional<Resumed> restore(TrainingState& state,
+                                 int64_t at_most = std::numeric_limits<int64_t>::max());
 
   // Fills this rank's slots of the agreement before the per-step all-reduce; `step_seconds` is
   // the last step's duration (for the deadline).

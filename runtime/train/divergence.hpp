@@ -42,6 +42,12 @@ class DivergenceGuard {
                                    double loss_scale);
   // fp16: a non-finite loss is the loss scaler's, not a divergence.
   bool fp16() const { return o_.fp16; }
+  // The run rolled back to a checkpoint: the loss scale starts again from the checkpoint's, so
+  // the skip streak starts over. The recent windows' losses, from before the verdict, stay.
+  void rolled_back() {
+    scale_.reset();
+    skipped_ = 0;
+  }
 
  private:
   DivergenceOptions o_;

@@ -39,6 +39,9 @@ struct TrainHooks {
   // A slow filesystem under the checkpoints: each file's fsync takes this many seconds longer
   // (HPCTRAIN_TEST_SLOW_FSYNC; checkpoint/slow_env.hpp). 0: the filesystem as it is.
   double slow_fsync_seconds = 0;
+  // A corrupt sample: the loss of every step whose batch holds this training sample is NaN
+  // (HPCTRAIN_TEST_POISON_SAMPLE), which the divergence guard then sees.
+  std::optional<int64_t> poison_sample;
 };
 
 }  // namespace hpctrain::train

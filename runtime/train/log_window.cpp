@@ -13,6 +13,12 @@ LogWindow::LogWindow(dist::Communicator& comm)
 
 void LogWindow::start() { start_ = Clock::now(); }
 
+void LogWindow::discard() {
+  loss_.zero_();
+  busy_.clear();
+  start_ = Clock::now();
+}
+
 void LogWindow::add_step(const at::Tensor& loss, double busy_s) {
   loss_ += loss.detach().to(at::kDouble);
   busy_.push_back(busy_s);

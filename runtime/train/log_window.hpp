@@ -41,6 +41,10 @@ class LogWindow {
   // Collective: whether every rank's loss of every step since the window began is finite (one
   // all-reduce of a flag; the divergence guard asks before each checkpoint).
   bool finite_so_far();
+  // The steps added since the window began.
+  int64_t steps() const { return static_cast<int64_t>(busy_.size()); }
+  // Forgets the window's steps and starts a new one now (the run rolled back past them).
+  void discard();
 
  private:
   // The median and 95th percentile of this rank's busy times since the last log line.

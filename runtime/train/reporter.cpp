@@ -105,6 +105,14 @@ class LogOutput : public ReportOutput {
     out_ << rt::rank_prefix() << line << std::endl;
   }
 
+  void on(const RolledBack& e) override {
+    out_ << rt::rank_prefix() << "the loss diverged at step " << e.step << ": " << e.verdict
+         << "; rolled back to the checkpoint of step " << e.to_step << " and skipped the "
+         << e.samples_skipped << " samples of steps " << e.to_step + 1 << "-" << e.step
+         << " (rollback " << e.rollbacks << " of at most " << e.max_rollbacks
+         << ", resilience.max_rollbacks)" << std::endl;
+  }
+
   void on(const Stopping& e) override {
     out_ << rt::rank_prefix() << "stopping at step " << e.step << " (" << e.reason
          << "); last committed checkpoint: step " << e.last_committed
@@ -195,6 +203,18 @@ class MetricsOutput : public ReportOutput {
     r.median_busy_s = e.spread.median_s;
     r.slowest_busy_s = e.spread.slowest_s;
     if (e.spread.behind) r.behind_rank = e.spread.slowest;
+    r.wall_time = e.wall_time;
+    log_.write(r);
+  }
+
+  void on(const RolledBack& e) override {
+    records::RollbackRecord r;
+    r.step = e.step;
+    r.rolled_back_to = e.to_step;
+    r.skipped_from = e.to_step + 1;
+    r.samples_skipped = e.samples_skipped;
+    r.rollbacks = e.rollbacks;
+    r.message = e.verdict;
     r.wall_time = e.wall_time;
     log_.write(r);
   }

@@ -82,6 +82,16 @@ struct Evaluated {
   double seconds = 0, wall_time = 0;
 };
 
+// The loss diverged and the run rolled back: the model, optimizer and loss scale are the
+// checkpoint's at `to_step`, and the samples of steps to_step+1..step are skipped (training goes
+// on after `step`).
+struct RolledBack {
+  int64_t step = 0, to_step = 0, samples_skipped = 0;
+  int64_t rollbacks = 0, max_rollbacks = 0;  // the run's so far, this one included; the limit
+  std::string verdict;
+  double wall_time = 0;
+};
+
 // The run stops before its end (a stop signal, the time limit, an eviction).
 struct Stopping {
   int64_t step = 0, last_committed = -1;
@@ -113,6 +123,7 @@ class ReportOutput {
   virtual void on(const RanksCompared&) {}
   virtual void on(const Evicting&) {}
   virtual void on(const Evaluated&) {}
+  virtual void on(const RolledBack&) {}
   virtual void on(const Stopping&) {}
   virtual void on(const Finished&) {}
 };

@@ -14,6 +14,20 @@ TrainInput::TrainInput(std::shared_ptr<const data::ImageSource> source,
   device_input_ = std::make_unique<DeviceInput>(*loader_, device, channels_last, path_);
 }
 
+data::LoaderState TrainInput::skip(int64_t epoch, int64_t consumed, int64_t steps,
+                                   int64_t samples_per_step) {
+  while (true) {
+    start_epoch(epoch, consumed);
+    const int64_t left = loader_->num_batches();  // of this epoch, from `consumed` on
+    if (steps < left || left == 0) break;
+    steps -= left;
+    ++epoch;
+    consumed = 0;
+  }
+  if (steps > 0) start_epoch(epoch, consumed + steps * samples_per_step);
+  return state();
+}
+
 std::optional<DeviceBatch> TrainInput::next(int64_t step) {
   std::optional<DeviceBatch> batch = device_input_->next();
   if (batch && trace_) {

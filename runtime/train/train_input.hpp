@@ -32,6 +32,11 @@ class TrainInput {
   std::optional<DeviceBatch> next(int64_t step);
   // The position after the last batch handed out.
   data::LoaderState state() const { return device_input_->state(); }
+  // Moves to the position `steps` steps after (epoch, consumed), each of `samples_per_step`
+  // samples, without reading their batches (the divergence rollback skips them), and starts
+  // reading there; returns that position. An epoch's end is a step's: the steps run on into the
+  // next epoch as training would.
+  data::LoaderState skip(int64_t epoch, int64_t consumed, int64_t steps, int64_t samples_per_step);
 
  private:
   std::shared_ptr<const data::ImageSource> source_;

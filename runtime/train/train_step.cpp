@@ -4,6 +4,9 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "common/time.hpp"
 #include "dist/progress.hpp"
 #include "spec/spec.hpp"
@@ -11,12 +14,13 @@
 
 namespace hpctrain::train {
 
-TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, int cuda_sync_debug) {
+TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks) {
   TrainStepOptions o;
   o.precision = spec.train.precision;
   o.label_smoothing = spec.train.label_smoothing;
   o.grad_clip_norm = spec.train.grad_clip_norm;
-  o.cuda_sync_debug = cuda_sync_debug;
+  o.cuda_sync_debug = hooks.cuda_sync_debug;
+  o.poison_sample = hooks.poison_sample;
   return o;
 }
 
@@ -113,6 +117,11 @@ at::Tensor TrainStep::forward_backward(const DeviceBatch& batch, int64_t step) {
     const auto ce =
         torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(options_.label_smoothing);
     loss = torch::nn::functional::cross_entropy(model_->forward(batch.images), batch.labels, ce);
+  }
+  if (options_.poison_sample &&
+      std::find(batch.samples.begin(), batch.samples.end(), *options_.poison_sample) !=
+          batch.samples.end()) {
+    loss = loss * std::numeric_limits<double>::quiet_NaN();  // a test's corrupt sample
   }
   progress::enter(progress::Phase::kBackward);
   (parts_.scaler ? parts_.scaler->scale(loss) : loss).backward();

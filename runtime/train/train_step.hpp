@@ -30,6 +30,7 @@
 #include "train/checkpoint_content.hpp"
 #include "train/fused_step.hpp"
 #include "train/grad_scaler.hpp"
+#include "train/hooks.hpp"
 #include "train/local_sgd.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
@@ -46,8 +47,9 @@ struct TrainStepOptions {
   double label_smoothing = 0;
   std::optional<double> grad_clip_norm;
   int cuda_sync_debug = 0;  // TrainHooks::cuda_sync_debug (honoured on CUDA devices only)
+  std::optional<int64_t> poison_sample;  // TrainHooks::poison_sample
 };
-TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, int cuda_sync_debug);
+TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks);
 
 // The model's parameters in named_parameters() order.
 struct ModelParams {

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/run_layout.hpp"
@@ -42,6 +45,7 @@ struct TrainerConfig {
   int64_t epochs = 0, eval_every_epochs = 0, log_every_steps = 1;
   std::string arch, precision;    // their names, for the log
   int64_t batch_size = 0;         // per rank
+  int64_t max_rollbacks = 0;      // resilience.max_rollbacks
   std::string srun_step_tag;      // TrainOptions::srun_step_tag
   std::filesystem::path weights;  // where rank 0 writes the final weights; empty: nowhere
 };
@@ -54,6 +58,7 @@ TrainerConfig trainer_config_from_spec(const spec::Spec& spec, const TrainOption
   c.arch = spec::name_of(spec.model.arch);
   c.precision = spec::name_of(spec.train.precision);
   c.batch_size = spec.train.batch_size;
+  c.max_rollbacks = spec.resilience.max_rollbacks;
   c.srun_step_tag = options.srun_step_tag;
   if (!options.run_dir.empty()) c.weights = options.run_dir / layout::kWeights;
   return c;
@@ -106,7 +111,7 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
   parts.validator = std::make_unique<Validator>(validator_options_from_spec(spec), data.val_source,
                                                 std::move(data.val), *model, comm);
   parts.train_step =
-      std::make_unique<TrainStep>(train_step_options_from_spec(spec, hooks.cuda_sync_debug), model,
+      std::make_unique<TrainStep>(train_step_options_from_spec(spec, hooks), model,
                                   std::move(step), parts.input->info(), path.device, comm);
   parts.checkpointer = std::make_unique<Checkpointer>(
       checkpoint_options_from_spec(spec, options.run_dir, options.job_end_time, hooks), comm,
@@ -122,6 +127,12 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
 struct Counters {
   int64_t step = 0, first_step = 0, start_epoch = 0, start_consumed = 0;
   double last_step_s = 0;
+};
+
+// The loss diverged over steps first_step..last_step: the run rolls back when the step ends.
+struct PendingRollback {
+  std::string verdict;
+  int64_t first_step = 0, last_step = 0;
 };
 
 // Why the run stops before its end, once it does.
@@ -162,21 +173,29 @@ class Trainer {
     result.resumed = resumed_.has_value();
     // The epochs the run had begun before this attempt (a position mid-epoch has begun its epoch).
     result.epochs = at_.start_epoch + (at_.start_consumed > 0 ? 1 : 0);
-    for (int64_t epoch = at_.start_epoch; epoch < config_.epochs && at_.step < plan_.total_steps;
-         ++epoch) {
-      train_epoch(epoch, epoch == at_.start_epoch ? at_.start_consumed : 0);
+    int64_t epoch = at_.start_epoch, consumed = at_.start_consumed;
+    while (epoch < config_.epochs && at_.step < plan_.total_steps) {
+      train_epoch(epoch, consumed);
+      if (rollback_) {
+        // Training goes on where the skip ended, in this epoch or a later one.
+        const data::LoaderState at = roll_back();
+        epoch = at.epoch;
+        consumed = at.consumed;
+        if (stop_.requested) break;
+        continue;
+      }
       result.epochs = epoch + 1;
       if (stop_.requested) break;
       evaluate_after(epoch, result);
+      ++epoch;
+      consumed = 0;
     }
     progress::enter(progress::Phase::kFinishing);
     result.steps = at_.step;
     result.train_seconds = seconds_since(t0) - validator_->seconds();  // training alone
+    const int64_t trained = at_.step - at_.first_step - skipped_steps_;
     result.images_per_s =
-        at_.step > at_.first_step
-            ? static_cast<double>((at_.step - at_.first_step) * plan_.global_batch) /
-                  result.train_seconds
-            : 0;
+        trained > 0 ? static_cast<double>(trained * plan_.global_batch) / result.train_seconds : 0;
     return stop_.requested ? stopped(result) : finished(result);
   }
 
@@ -184,7 +203,10 @@ class Trainer {
   // Restores the newest checkpoint into the parts, and says what is trained.
   void restore() {
     resumed_ = checkpointer_->restore(train_step_->state());
-    if (resumed_) resume_from(*resumed_);
+    if (resumed_) {
+      resume_from(*resumed_);
+      rollbacks_ = resumed_->position.rollbacks;
+    }
     progress::begin_training(at_.step);
     train_step_->restored();
     reporter_->report(RunDescribed{config_.arch, config_.precision, input_->info(), comm_.size(),
@@ -198,13 +220,17 @@ class Trainer {
   void resume_from(const Resumed& r) {
     at_.start_epoch = r.position.epoch;
     at_.start_consumed = r.position.consumed;
-    const bool same = r.world_size == comm_.size();
-    at_.step =
-        same ? r.position.step
-             : r.position.epoch * plan_.steps_per_epoch + r.position.consumed / plan_.global_batch;
+    at_.step = step_of(r);
     at_.first_step = at_.step;
     reporter_->report(Resuming{r.position.step, r.position.epoch, r.position.consumed, r.world_size,
                                comm_.size(), at_.step, plan_.total_steps});
+  }
+
+  // The step counter at a checkpoint's position: its own at the same world size, else the
+  // equivalent step of this run's per-step batch.
+  int64_t step_of(const Resumed& r) const {
+    if (r.world_size == comm_.size()) return r.position.step;
+    return r.position.epoch * plan_.steps_per_epoch + r.position.consumed / plan_.global_batch;
   }
 
   void train_epoch(int64_t epoch, int64_t consumed) {
@@ -226,7 +252,7 @@ class Trainer {
       const auto now = Clock::now();
       at_.last_step_s = std::chrono::duration<double>(now - last_step_end).count();
       last_step_end = now;
-      if (stop_.requested) return;
+      if (stop_.requested || rollback_) return;
     }
   }
 
@@ -250,6 +276,7 @@ class Trainer {
         stop_.requested) {
       report_window(epoch, lr);
     }
+    if (rollback_) return;  // nothing of this step is saved
     save(checkpointer_->due(at_.step, plan_.total_steps, stop_.requested, agreed),
          /*finished=*/false);
   }
@@ -281,8 +308,58 @@ class Trainer {
     reporter_->report(t);
     // After the line: metrics.jsonl keeps the loss that diverged.
     if (auto verdict = divergence_.watch(f.first_step, at_.step, f.mean_loss, loss_scale)) {
-      diverged(*verdict);
+      divergence_found(*verdict, f.first_step);
     }
+  }
+
+  // The loss diverged over steps first_step..at_.step (every rank found it at the same step):
+  // the run rolls back when the step ends, or stops as diverged once it has rolled back
+  // resilience.max_rollbacks times.
+  void divergence_found(const std::string& verdict, int64_t first_step) {
+    if (rollbacks_ >= config_.max_rollbacks) {
+      diverged(config_.max_rollbacks == 0
+                   ? verdict + " (resilience.max_rollbacks = 0: no rollback)"
+                   : verdict + "; the run rolled back " + std::to_string(rollbacks_) +
+                         " times already (resilience.max_rollbacks = " +
+                         std::to_string(config_.max_rollbacks) + ")");
+    }
+    rollback_ = PendingRollback{verdict, first_step, at_.step};
+  }
+
+  // The rollback (collective, every rank alike): restores the newest checkpoint before the
+  // offending steps, skips the samples of every step from it through the last offending one (the
+  // data position is exact, so the skip is the same on a rerun) and saves that position at once,
+  // so that an attempt that resumes after this goes on past the skipped samples. Returns the
+  // position training goes on from.
+  data::LoaderState roll_back() {
+    const PendingRollback r = *std::exchange(rollback_, std::nullopt);
+    progress::enter(progress::Phase::kCheckpoint);
+    checkpointer_->drain();
+    const std::optional<Resumed> back =
+        checkpointer_->restore(train_step_->state(), r.first_step - 1);
+    if (!back) {
+      diverged(r.verdict + "; no committed checkpoint before step " +
+               std::to_string(r.first_step) + " to roll back to");
+    }
+    train_step_->restored();
+    const int64_t to_step = step_of(*back);
+    const int64_t skipped = r.last_step - to_step;
+    const data::LoaderState at =
+        input_->skip(back->position.epoch, back->position.consumed, skipped, plan_.global_batch);
+    at_.step = r.last_step;
+    skipped_steps_ += skipped;
+    progress::set_step(at_.step);
+    ++rollbacks_;
+    window_.discard();
+    divergence_.rolled_back();
+    reporter_->report(RolledBack{r.last_step, to_step, skipped * plan_.global_batch, rollbacks_,
+                                 config_.max_rollbacks, r.verdict, unix_time()});
+    if (!save(SaveKind::kBlocking, /*finished=*/false)) {
+      HPCTRAIN_THROW(rt::Error, "the checkpoint after the rollback (step " +
+                                    std::to_string(at_.step) +
+                                    ") was not committed (the lines above say why)");
+    }
+    return at;
   }
 
   // Every rank reached the same verdict at the same step (the window's figures are all-reduced):
@@ -332,16 +409,19 @@ class Trainer {
     // No checkpoint of weights that a non-finite loss came from (fp32 and bf16; in fp16 the loss
     // scaler skips such steps): one all-reduce per save.
     if (!divergence_.fp16() && !window_.finite_so_far()) {
-      diverged(
-          "a loss since the last log line is not finite (found before the checkpoint of "
-          "step " +
-          std::to_string(at_.step) + ", which is not written)");
+      const std::string verdict =
+          "a loss since the last log line is not finite (found before the checkpoint of step " +
+          std::to_string(at_.step) + ", which is not written)";
+      if (finished) diverged(verdict);
+      divergence_found(verdict, at_.step - window_.steps() + 1);
+      return true;
     }
     progress::enter(progress::Phase::kCheckpoint);
     train_step_->flush();
     const data::LoaderState loader = input_->state();
-    return checkpointer_->save(train_step_->state(), {at_.step, loader.epoch, loader.consumed},
-                               finished, kind);
+    return checkpointer_->save(train_step_->state(),
+                               {at_.step, loader.epoch, loader.consumed, rollbacks_}, finished,
+                               kind);
   }
 
   TrainResult stopped(TrainResult result) {
@@ -403,6 +483,9 @@ class Trainer {
   DivergenceGuard divergence_;
   Counters at_;
   StopState stop_;
+  std::optional<PendingRollback> rollback_;
+  int64_t rollbacks_ = 0;      // the run's, from the checkpoint resumed and this attempt's
+  int64_t skipped_steps_ = 0;  // this attempt's steps skipped by rollbacks
   std::optional<Resumed> resumed_;
 };
 

@@ -30,17 +30,23 @@ bool flag(const dist::EnvMap& env, const std::string& name) {
   return true;
 }
 
-std::optional<int64_t> positive_integer(const dist::EnvMap& env, const std::string& name) {
+// An integer of at least `least` (0 or 1), or nullopt when unset.
+std::optional<int64_t> integer_from(const dist::EnvMap& env, const std::string& name,
+                                    long long least) {
   const auto v = value(env, name);
   if (!v) return std::nullopt;
   char* end = nullptr;
   errno = 0;
   const long long n = std::strtoll(v->c_str(), &end, 10);
-  if (*end != '\0' || errno == ERANGE || n < 1 ||
+  if (*end != '\0' || errno == ERANGE || n < least ||
       !std::isdigit(static_cast<unsigned char>((*v)[0]))) {
-    bad(name, *v, "a positive integer");
+    bad(name, *v, least > 0 ? "a positive integer" : "an integer of 0 or more");
   }
   return n;
+}
+
+std::optional<int64_t> positive_integer(const dist::EnvMap& env, const std::string& name) {
+  return integer_from(env, name, 1);
 }
 
 std::optional<double> positive_number(const dist::EnvMap& env, const std::string& name) {
@@ -89,6 +95,7 @@ EnvOverrides read_env_overrides(const dist::EnvMap& env) {
   o.test.resume_skip = comma_list(env, "HPCTRAIN_RESUME_SKIP");
   o.test.resume_pieces_file = value(env, "HPCTRAIN_RESUME_PIECES").value_or("");
   o.test.slow_fsync_seconds = positive_number(env, "HPCTRAIN_TEST_SLOW_FSYNC");
+  o.test.poison_sample = integer_from(env, "HPCTRAIN_TEST_POISON_SAMPLE", 0);
   return o;
 }
 

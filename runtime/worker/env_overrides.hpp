@@ -56,6 +56,9 @@ struct TestPlants {
   // HPCTRAIN_TEST_SLOW_FSYNC=SECONDS: each checkpoint file's fsync takes that much longer (a slow
   // filesystem, checkpoint/slow_env.hpp).
   std::optional<double> slow_fsync_seconds;
+  // HPCTRAIN_TEST_POISON_SAMPLE=INDEX: the loss of every step whose batch holds this training
+  // sample is NaN (a corrupt sample that makes the loss diverge).
+  std::optional<int64_t> poison_sample;
 };
 
 struct EnvOverrides {

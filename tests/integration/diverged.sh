@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The divergence guard on real worker processes (2 ranks, synthetic data):
-#   fp32  train.optimizer.lr = 100000 (the README's run as a new user tried it): every rank stops
+#   fp32  train.optimizer.lr = 100000 (the README's run as a new user tried it), with
+#         resilience.max_rollbacks = 0 (tests/integration/rollback.sh has the rollbacks): every rank stops
 #         at the first log window whose loss is not finite, with exit status 79 and its end line
 #         ("hpctrain-worker ended: diverged"), and no checkpoint is committed after a non-finite
 #         loss (checkpoint.every_steps = 1: the save-time check, between log lines, catches it
@@ -21,7 +22,8 @@ make() {  # make NAME KEY=VALUE...
 }
 
 # fp32: diverged at a log window or at a save, never a checkpoint of weights after a NaN loss.
-make fp32 train.optimizer.lr=100000 train.precision=fp32 checkpoint.every_steps=1
+make fp32 train.optimizer.lr=100000 train.precision=fp32 checkpoint.every_steps=1 \
+  resilience.max_rollbacks=0
 launch fp32 2 "$work/fp32.log"
 finish
 [[ $statuses == "79 79" ]] || fail "fp32: exited '$statuses', want '79 79'"

@@ -17,11 +17,15 @@ fail_context() { local f; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 
 port() {
   comm -23 <(seq 20000 32000) <(ss -Htln | awk '{print $4}' | sed 's/.*://' | sort -u) | shuf -n 1
 }
-spec() {  # spec NAME: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks
-  synthetic_spec job.name="$1" job.tasks_per_node=2 job.run_dir="$work/$1" \
+# spec NAME [KEY=VALUE...]: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks, a
+# checkpoint every 5 steps; the keys given change it.
+spec() {
+  local name=$1
+  shift
+  synthetic_spec job.name="$name" job.tasks_per_node=2 job.run_dir="$work/$name" \
     data.synthetic_samples=1024 data.synthetic_image_size=16 train.epochs=2 train.batch_size=16 \
     train.threads=1 train.log_every_steps=4 train.eval_every_epochs=0 train.optimizer.lr=0.05 \
-    checkpoint.every_steps=5 > "$work/$1.toml"
+    checkpoint.every_steps=5 "$@" > "$work/$name.toml"
 }
 
 # launch NAME RANKS LOG: starts RANKS worker processes (torchrun's variables) in the background;

@@ -133,6 +133,28 @@ TEST(Records, RanksStartedAndSuspectsLinesAreTheWorkersBytes) {
   EXPECT_THROW(to_line(v), std::invalid_argument);
 }
 
+TEST(Records, ARollbackLineRoundTrips) {
+  RollbackRecord r;
+  r.step = 52;
+  r.rolled_back_to = 45;
+  r.skipped_from = 46;
+  r.samples_skipped = 224;
+  r.rollbacks = 2;
+  r.message = "the loss is -nan over steps 49-52";
+  r.wall_time = 4.5;
+  const std::string line =
+      R"({"kind":"rollback","message":"the loss is -nan over steps 49-52","rollbacks":2,)"
+      R"("rolled_back_to":45,"samples_skipped":224,"skipped_from":46,"step":52,"wall_time":4.5})";
+  EXPECT_EQ(to_line(r), line);
+  const auto back = std::get<RollbackRecord>(parsed(line));
+  EXPECT_EQ(kind_of(back), MetricsKind::kRollback);
+  EXPECT_EQ(back.rolled_back_to, 45);
+  EXPECT_EQ(back.skipped_from, 46);
+  EXPECT_EQ(back.samples_skipped, 224);
+  EXPECT_EQ(back.rollbacks, 2);
+  EXPECT_EQ(to_line(back), line);
+}
+
 // docs/run-directory.md's examples, with their keys in the documented order.
 TEST(Records, TheDocumentedLinesRead) {
   const auto t = std::get<TrainRecord>(parsed(
@@ -279,7 +301,8 @@ TEST(Records, EveryNameParsesBack) {
   EXPECT_EQ(name_of(LossCause::kGpuHardware), "gpu_hardware");
   EXPECT_EQ(name_of(Cause::kGpuHardware), "gpu_hardware");
   EXPECT_EQ(name_of(LossCause::kSilent), "silent");
-  EXPECT_EQ(all<MetricsKind>().size(), 6u);
+  EXPECT_EQ(all<MetricsKind>().size(), 7u);
+  EXPECT_EQ(name_of(MetricsKind::kRollback), "rollback");
   EXPECT_EQ(name_of(Reason::kNodeLostRequeued), "node_lost_requeued");
   EXPECT_EQ(name_of(Cause::kStraggler), "straggler");
   EXPECT_FALSE(parse<Reason>("Completed"));
@@ -544,7 +567,7 @@ TEST(Records, TheLastChainFollowsChainedFromBackToItsSubmit) {
 TEST(Records, FieldNamesAreWhatTheWritersWrite) {
   std::map<std::string, std::vector<std::string>> by;
   for (const auto& [record, names] : field_names()) by[record] = names;
-  ASSERT_EQ(by.size(), 8u);
+  ASSERT_EQ(by.size(), 9u);
   for (const auto kind : all<MetricsKind>()) ASSERT_TRUE(by.count(std::string(name_of(kind))));
   const auto has = [&by](const char* record, const char* field) {
     const auto& names = by[record];
@@ -561,6 +584,7 @@ TEST(Records, FieldNamesAreWhatTheWritersWrite) {
   EXPECT_TRUE(has("ranks", "behind_rank"));
   EXPECT_TRUE(has("started", "resumed_from"));
   EXPECT_TRUE(has("hang", "hosts"));
+  EXPECT_TRUE(has("rollback", "rolled_back_to"));
   for (const char* f : {"job_id", "reason", "cause", "lost_nodes", "recover_s", "excluded",
                         "avoided", "world_size"}) {
     EXPECT_TRUE(has("attempt", f)) << f;

@@ -37,6 +37,7 @@ TEST(EnvOverrides, NothingSetIsEveryDefault) {
   EXPECT_TRUE(o.test.resume_skip.empty());
   EXPECT_EQ(o.test.resume_pieces_file, "");
   EXPECT_FALSE(o.test.slow_fsync_seconds.has_value());
+  EXPECT_FALSE(o.test.poison_sample.has_value());
 }
 
 TEST(EnvOverrides, UserSettingsAreRead) {
@@ -62,7 +63,8 @@ TEST(EnvOverrides, TestPlantsAreRead) {
                                              {"HPCTRAIN_FP16_GROWTH_INTERVAL", "3"},
                                              {"HPCTRAIN_RESUME_SKIP", "rng.cpu,,scaler.scale"},
                                              {"HPCTRAIN_RESUME_PIECES", "/tmp/pieces"},
-                                             {"HPCTRAIN_TEST_SLOW_FSYNC", "1.5"}});
+                                             {"HPCTRAIN_TEST_SLOW_FSYNC", "1.5"},
+                                             {"HPCTRAIN_TEST_POISON_SAMPLE", "959"}});
   EXPECT_EQ(o.test.stall, "1:5:data:600");
   EXPECT_EQ(o.test.trace_samples, "/tmp/trace");
   EXPECT_TRUE(o.test.gpu_path_on_cpu);
@@ -73,6 +75,9 @@ TEST(EnvOverrides, TestPlantsAreRead) {
   EXPECT_EQ(o.test.resume_skip, (std::set<std::string>{"rng.cpu", "scaler.scale"}));
   EXPECT_EQ(o.test.resume_pieces_file, "/tmp/pieces");
   EXPECT_EQ(o.test.slow_fsync_seconds, 1.5);
+  EXPECT_EQ(o.test.poison_sample, 959);
+  EXPECT_EQ(read_env_overrides({{"HPCTRAIN_TEST_POISON_SAMPLE", "0"}}).test.poison_sample, 0)
+      << "sample 0 is a sample";
   EXPECT_EQ(read_env_overrides({{"HPCTRAIN_CUDA_SYNC_DEBUG", "warn"}}).test.cuda_sync_debug, 1);
   EXPECT_EQ(read_env_overrides({{"HPCTRAIN_CUDA_SYNC_DEBUG", "off"}}).test.cuda_sync_debug, 0);
   EXPECT_FALSE(read_env_overrides({{"HPCTRAIN_GPU_PATH_ON_CPU", "0"}}).test.gpu_path_on_cpu);
@@ -111,6 +116,8 @@ TEST(EnvOverrides, ABadValueIsRefusedByName) {
             "HPCTRAIN_FP16_INIT_SCALE='nan' is not a positive number");
   EXPECT_EQ(refusal({{"HPCTRAIN_TEST_SLOW_FSYNC", "0"}}),
             "HPCTRAIN_TEST_SLOW_FSYNC='0' is not a positive number");
+  EXPECT_EQ(refusal({{"HPCTRAIN_TEST_POISON_SAMPLE", "-1"}}),
+            "HPCTRAIN_TEST_POISON_SAMPLE='-1' is not an integer of 0 or more");
   EXPECT_EQ(refusal({{"HPCTRAIN_CUDA_SYNC_DEBUG", "on"}}),
             "HPCTRAIN_CUDA_SYNC_DEBUG must be warn, error or off, not 'on'");
   EXPECT_EQ(refusal({{"HPCTRAIN_GPU_PATH_ON_CPU", "yes"}}),

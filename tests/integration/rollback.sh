@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# The divergence rollback on real worker processes (2 ranks, synthetic data, 2 epochs of 32 steps,
+# a checkpoint every 5 steps, a log line every 4). A corrupt sample (HPCTRAIN_TEST_POISON_SAMPLE:
+# the loss of each step whose batch holds it is NaN) is read once in each epoch:
+#   rolled     the run rolls back twice and ends normally (exit 0): each rollback restores the
+#              newest checkpoint before the offending log window, and training goes on after the
+#              last offending step, the samples of every step between never trained (the sample
+#              trace says so); metrics.jsonl has both rollback records, the log their lines
+#   resumed    the same run stopped (SIGUSR2) between the two rollbacks and resumed ends on the
+#              same weights, bitwise, and counts the second rollback as the run's second: the skip
+#              and the count live in the checkpoint written right after the rollback
+#   device     both again on the GPU's input path on the CPU with channels_last (the device
+#              path's one-step-late agreement and fused optimizer)
+#   limit      resilience.max_rollbacks = 1: the second divergence stops every rank with exit 79
+#              and says the run rolled back once already
+#   nowhere    no checkpoint before the divergence: exit 79, saying there is none to roll back to
+#   rollback.sh WORKER
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/resume_lib.sh" "$1"
+
+# The corrupt sample: one that rank 0 reads at step 13 of a clean run and that epoch 1 reads again
+# between steps 46 and 60, leaving room for a stop between the two rollbacks. (A trace line is
+# "EPOCH STEPS-BEFORE SAMPLE...": step 13's batch is on the line of 12.)
+spec clean
+launch clean 2 "$work/clean.log"
+finish
+[[ $statuses == "0 0" ]] || fail "clean: exited '$statuses'"
+poison=$(awk '
+  FNR == 1 { file++ }
+  file == 1 && $1 == 0 && $2 == 12 { for (i = 3; i <= NF; i++) candidate[$i] = 1 }
+  file > 1 && $1 == 1 && $2 >= 45 && $2 < 60 { for (i = 3; i <= NF; i++) if ($i in candidate) { print $i; exit } }
+  ' "$work/clean.log.trace.rank-0" "$work/clean.log.trace.rank-0" "$work/clean.log.trace.rank-1")
+[[ -n $poison ]] || fail "clean: no sample of rank 0's step 13 is read again in epoch 1's steps 46-60"
+clean_print=$(fingerprint "$work/clean.log")
+echo "clean: weights $clean_print; the corrupt sample: $poison (step 13, and again in epoch 1)"
+
+# check_rolled NAME ROLLBACKS [one]: the run's rollback records and what its traces show of them;
+# with "one", the run was one attempt, whose trace must never read a step twice.
+check_rolled() {
+  local name=$1 want=$2 one=${3:-} log=$work/$1.log n step to from samples r
+  n=$(jq -c 'select(.kind == "rollback")' "$work/$name/metrics.jsonl" | wc -l)
+  [[ $n -eq $want ]] || fail "$name: $n rollback records in metrics.jsonl, want $want"
+  while read -r step to from samples r; do
+    # The checkpoint: the newest one (a multiple of 5) before the offending window.
+    (( to % 5 == 0 && to < step && from == to + 1 )) ||
+      fail "$name: rolled back from step $step to $to (skipping from $from): not a checkpoint before it"
+    (( samples == (step - to) * 32 )) || fail "$name: $samples samples skipped for steps $from-$step"
+    grep -q "rolled back to the checkpoint of step $to and skipped the $samples samples of steps $from-$step (rollback $r of" \
+      "$log.rank0" || fail "$name: no log line for the rollback at step $step"
+  done < <(jq -r 'select(.kind == "rollback") | "\(.step) \(.rolled_back_to) \(.skipped_from) \(.samples_skipped) \(.rollbacks)"' \
+    "$work/$name/metrics.jsonl")
+  # One attempt: every rank reads each step once, in order: after a rollback it goes on after the
+  # last offending step; the steps since the checkpoint are not read again.
+  if [[ -n $one ]]; then
+    for rank in 0 1; do
+      awk '$2 <= last { exit 1 } { last = $2 }' last=-1 "$log.trace.rank-$rank" ||
+        fail "$name: rank $rank read a step twice or out of order (its sample trace)"
+    done
+  fi
+  # The corrupt sample's last reading on each rank is in the last rollback's offending steps: no
+  # step after the rollback trains it.
+  local last_step
+  last_step=$(jq -r 'select(.kind == "rollback") | .step' "$work/$name/metrics.jsonl" | tail -n 1)
+  for rank in 0 1; do
+    awk -v p="$poison" -v s="$last_step" '
+      { for (i = 3; i <= NF; i++) if ($i == p) at = $2 + 1 }
+      END { exit !(at == "" || at <= s) }' "$log.trace.rank-$rank" ||
+      fail "$name: rank $rank trained the corrupt sample $poison after the rollback at step $last_step"
+  done
+  # Ends normally, the loss finite to the last line.
+  [[ $(jq -r 'select(.kind == "train") | .step' "$work/$name/metrics.jsonl" | tail -n 1) == 64 ]] ||
+    fail "$name: did not train to step 64"
+  [[ $(jq -r 'select(.kind == "train") | .loss' "$work/$name/metrics.jsonl" | tail -n 1) != null ]] ||
+    fail "$name: the last loss is not finite"
+}
+
+# rollback_step NAME K: the step of the run's K-th rollback.
+rollback_step() { jq -r 'select(.kind == "rollback") | .step' "$work/$1/metrics.jsonl" | sed -n "$2p"; }
+
+for path in host device; do
+  env=(HPCTRAIN_TEST_POISON_SAMPLE="$poison")
+  keys=()
+  if [[ $path == device ]]; then
+    env+=(HPCTRAIN_GPU_PATH_ON_CPU=1)
+    keys=(train.channels_last=true)
+  fi
+  spec "rolled-$path" "${keys[@]}"
+  for kv in "${env[@]}"; do export "${kv?}"; done
+  launch "rolled-$path" 2 "$work/rolled-$path.log"
+  finish
+  [[ $statuses == "0 0" ]] || fail "rolled-$path: exited '$statuses', want '0 0'"
+  check_rolled "rolled-$path" 2 one
+  rolled_print=$(fingerprint "$work/rolled-$path.log")
+  [[ -n $rolled_print && $rolled_print != "$clean_print" ]] ||
+    fail "rolled-$path: weights '$rolled_print' (the clean run's: $clean_print)"
+  echo "rolled-$path: $(grep -h 'rolled back to the checkpoint' "$work/rolled-$path.log.rank0" | sed 's/^\[[^]]*\] //' | cut -c1-200)"
+
+  # Stopped between the two rollbacks, resumed: the same weights.
+  first=$(rollback_step "rolled-$path" 1)
+  second=$(rollback_step "rolled-$path" 2)
+  stop=$((first + 3))
+  (( stop + 2 < second - 4 )) || fail "rolled-$path: rollbacks at steps $first and $second leave no room for a stop"
+  spec "resumed-$path" "${keys[@]}"
+  launch_to_stop "resumed-$path" 2 "$work/resumed-$path.log" "$stop"
+  finish
+  [[ $statuses == "75 75" ]] || fail "resumed-$path: the stopped attempt (want 75 75) exited '$statuses'"
+  grep -q "stopping at step" "$work/resumed-$path.log.rank0" || fail "resumed-$path: did not stop"
+  launch "resumed-$path" 2 "$work/resumed-$path.log"
+  finish
+  [[ $statuses == "0 0" ]] || fail "resumed-$path: the resumed attempt exited '$statuses'"
+  check_rolled "resumed-$path" 2
+  [[ $(jq -r 'select(.kind == "rollback") | .rollbacks' "$work/resumed-$path/metrics.jsonl" | tr '\n' ' ') == "1 2 " ]] ||
+    fail "resumed-$path: the rollbacks are not counted 1, 2 across the attempts"
+  resumed_print=$(fingerprint "$work/resumed-$path.log")
+  [[ $resumed_print == "$rolled_print" ]] ||
+    fail "resumed-$path: weights $resumed_print after the stop and resume, $rolled_print without"
+  echo "resumed-$path: stopped at step $stop, resumed, weights $resumed_print as without the stop"
+  for kv in "${env[@]}"; do unset "${kv%%=*}"; done
+done
+
+# The limit: the second divergence stops the run.
+spec limit resilience.max_rollbacks=1
+HPCTRAIN_TEST_POISON_SAMPLE=$poison launch limit 2 "$work/limit.log"
+finish
+[[ $statuses == "79 79" ]] || fail "limit: exited '$statuses', want '79 79'"
+grep -q "hpctrain-worker ended: diverged (exit status 79): the loss diverged at step .*the run rolled back 1 times already (resilience.max_rollbacks = 1)" \
+  "$work/limit.log.rank0" || fail "limit: no end line naming the limit"
+[[ $(jq -c 'select(.kind == "rollback")' "$work/limit/metrics.jsonl" | wc -l) -eq 1 ]] ||
+  fail "limit: not one rollback before the stop"
+
+# Nowhere to roll back to: the corrupt sample at step 13, no checkpoint taken before it.
+spec nowhere checkpoint.every_steps=20
+HPCTRAIN_TEST_POISON_SAMPLE=$poison launch nowhere 2 "$work/nowhere.log"
+finish
+[[ $statuses == "79 79" ]] || fail "nowhere: exited '$statuses', want '79 79'"
+grep -q "hpctrain-worker ended: diverged (exit status 79): .*no committed checkpoint before step 13 to roll back to" \
+  "$work/nowhere.log.rank0" || fail "nowhere: no end line saying there is no checkpoint"
+echo "rollback: two rollbacks and a normal end on both input paths, bitwise across a stop; the limit and no checkpoint stop with exit 79"
