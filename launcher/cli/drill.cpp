@@ -2,11 +2,16 @@
 // events played on one run, each once a checkpoint newer than the last event's is committed, and
 // the table. Every wait has a deadline (--timeout per event); on a failed event both jobs are
 // cancelled. Exit status 0 when every event was survived and the weights agree, 1 otherwise.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -34,6 +39,39 @@ constexpr const char* kStopOneRank =
     "kill -STOP \"${d#/proc/}\" && echo \"${d#/proc/}\" && exit 0; done; "
     "echo \"no hpctrain-worker of job $1 on $(hostname)\" >&2; exit 1";
 
+// Succeeds on a node where a rank of job $1 runs (the kill command's target).
+constexpr const char* kFindRank =
+    "for d in /proc/[0-9]*; do "
+    "[ \"$(cat \"$d/comm\" 2>/dev/null)\" = hpctrain-worker ] || continue; "
+    "tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx \"SLURM_JOB_ID=$1\" && exit 0; done; "
+    "echo \"no hpctrain-worker of job $1 on $(hostname)\" >&2; exit 1";
+
+// Runs the drill's --kill-command by /bin/sh with the node as $1 (never spliced into the text);
+// its exit status (128 + the signal when one ended it).
+int run_kill_command(const std::string& command, const std::string& node) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return 127;
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), "drill", node.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+// Kills every rank of job $1 on this node at once with SIGKILL, as a node's crash ends them (its
+// slurmd stays). Prints their pids.
+constexpr const char* kKillRanks =
+    "n=0; for d in /proc/[0-9]*; do "
+    "[ \"$(cat \"$d/comm\" 2>/dev/null)\" = hpctrain-worker ] || continue; "
+    "tr '\\0' '\\n' < \"$d/environ\" 2>/dev/null | grep -qx \"SLURM_JOB_ID=$1\" || continue; "
+    "kill -KILL \"${d#/proc/}\" && echo \"${d#/proc/}\" && n=$((n + 1)); done; "
+    "[ $n -gt 0 ] || { echo \"no hpctrain-worker of job $1 on $(hostname)\" >&2; exit 1; }";
+
 std::string seconds_text(double s) {
   std::ostringstream out;
   out.precision(1);
@@ -55,8 +93,13 @@ bool wait_until(int64_t seconds, Ready ready) {
 // The disturbed run and the events played on it.
 class Drill {
  public:
-  Drill(slurm::SlurmClient& slurm, const spec::Spec& spec, fs::path dir, int64_t timeout_s)
-      : slurm_(slurm), spec_(spec), dir_(std::move(dir)), timeout_s_(timeout_s) {}
+  Drill(slurm::SlurmClient& slurm, const spec::Spec& spec, fs::path dir, int64_t timeout_s,
+        std::string kill_command)
+      : slurm_(slurm),
+        spec_(spec),
+        dir_(std::move(dir)),
+        timeout_s_(timeout_s),
+        kill_command_(std::move(kill_command)) {}
 
   Row play(Event event);
 
@@ -70,12 +113,18 @@ class Drill {
   bool ready_for_next(int64_t* step) const;
   // Plays `event`; "" when it was played, else why not.
   std::string act(Event event, const std::string& job_id);
+  // Runs `script` (with $1 = the job) inside the job on one of its nodes that runs a worker, the
+  // last first (the batch host, which trains last, is usually the first; spares the step does
+  // not train on have none); the node it ran on, or nullopt with why not in `why`.
+  std::optional<std::string> on_a_worker_node(const std::string& job_id, const char* script,
+                                              std::string* why);
 
   slurm::SlurmClient& slurm_;
   const spec::Spec& spec_;
   fs::path dir_;
   int64_t timeout_s_;
-  int64_t last_step_ = 0;   // the checkpoint the last event was played on
+  std::string kill_command_;  // Options::kill_command
+  int64_t last_step_ = 0;     // the checkpoint the last event was played on
   double last_played_ = 0;  // when (unix seconds)
 };
 
@@ -109,30 +158,57 @@ std::string Drill::act(Event event, const std::string& job_id) {
       }
       return "";
     case Event::kHang: {
-      const auto states = slurm_.query(job_id);
-      const auto nodes =
-          states.empty() ? std::vector<std::string>() : slurm_.hostnames(states.front().nodes);
-      if (nodes.empty()) return "the nodes of job " + job_id + " are unknown";
-      // The last node first (the batch host, which trains last, is usually the first), passing
-      // over nodes with no worker of the job: spares the step does not train on.
-      std::string tried;
-      for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {
-        const auto r =
-            slurm_.run_in_job(job_id, *node, {"bash", "-c", kStopOneRank, "drill", job_id});
-        if (r.exit_status == 0) {
-          std::cerr << "drill: SIGSTOP to a rank of job " << job_id << " on " << *node << "\n";
-          return "";
-        }
-        std::string said = r.err + r.out;
-        while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) {
-          said.pop_back();
-        }
-        tried += (tried.empty() ? "" : "; ") + *node + ": " + said;
+      std::string why;
+      const auto node = on_a_worker_node(job_id, kStopOneRank, &why);
+      if (!node) return "could not stop a rank (" + why + ")";
+      std::cerr << "drill: SIGSTOP to a rank of job " << job_id << " on " << *node << "\n";
+      return "";
+    }
+    case Event::kKillNode: {
+      if (kill_command_.empty()) {
+        std::string why;
+        const auto node = on_a_worker_node(job_id, kKillRanks, &why);
+        if (!node) return "could not kill the ranks of a node (" + why + ")";
+        std::cerr << "drill: SIGKILL to the ranks of job " << job_id << " on " << *node << "\n";
+        return "";
       }
-      return "could not stop a rank (" + tried + ")";
+      // The site's command: on the last node that runs a worker, found as the hang event finds
+      // it (a harmless script that only looks).
+      std::string why;
+      const auto node = on_a_worker_node(job_id, kFindRank, &why);
+      if (!node) return "found no node running a rank (" + why + ")";
+      std::cerr << "drill: " << kill_command_ << " (with $1 = " << *node << ")\n";
+      const int status = run_kill_command(kill_command_, *node);
+      if (status != 0) {
+        return "--kill-command exited " + std::to_string(status) + " for node " + *node;
+      }
+      return "";
     }
   }
   return "no such event";
+}
+
+std::optional<std::string> Drill::on_a_worker_node(const std::string& job_id, const char* script,
+                                                   std::string* why) {
+  const auto states = slurm_.query(job_id);
+  const auto nodes =
+      states.empty() ? std::vector<std::string>() : slurm_.hostnames(states.front().nodes);
+  if (nodes.empty()) {
+    *why = "the nodes of job " + job_id + " are unknown";
+    return std::nullopt;
+  }
+  std::string tried;
+  for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {
+    const auto r = slurm_.run_in_job(job_id, *node, {"bash", "-c", script, "drill", job_id});
+    if (r.exit_status == 0) return *node;
+    std::string said = r.err + r.out;
+    while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) {
+      said.pop_back();
+    }
+    tried += (tried.empty() ? "" : "; ") + *node + ": " + said;
+  }
+  *why = tried;
+  return std::nullopt;
 }
 
 Row Drill::play(Event event) {
@@ -257,9 +333,11 @@ void run_drill(const SpecArgs& args, const drill::Options& options, const std::s
       drill::readiness(drilled_spec.spec, slurm->requeue_allowed(drilled.job_id), drilled.job_id);
   if (!ready.problem.empty()) throw give_up(ready.problem);
   if (!ready.note.empty()) std::cerr << "drill: " << ready.note << "\n";
-  Drill drill(*slurm, drilled_spec.spec, drilled.run_dir, timeout_s);
+  Drill drill(*slurm, drilled_spec.spec, drilled.run_dir, timeout_s, options.kill_command);
   std::vector<Row> rows;
-  for (const Event event : options.events) {
+  const std::vector<Event> events =
+      options.events.empty() ? drill::default_events(drilled_spec.spec) : options.events;
+  for (const Event event : events) {
     rows.push_back(drill.play(event));
     std::cerr << drill::table({rows.back()});
     if (!rows.back().ok) {
@@ -278,7 +356,7 @@ void run_drill(const SpecArgs& args, const drill::Options& options, const std::s
 void add_drill(CLI::App& app) {
   struct Args {
     SpecArgs spec;
-    std::string events = "preempt,requeue,hang", dir;
+    std::string events, dir;  // events: empty for drill::default_events
     drill::Options options;
     bool no_reference = false;
     int64_t timeout_s = 900;
@@ -287,8 +365,12 @@ void add_drill(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "drill", "Play the failures a long run must survive on a short version of the spec");
   args->spec.add_to(*cmd);
-  cmd->add_option("--events", args->events, "Which, in order: preempt, requeue, hang")
-      ->capture_default_str();
+  cmd->add_option("--events", args->events,
+                  "Which, in order: preempt, requeue, hang, kill-node (default: the first three, "
+                  "and kill-node where the spec has spare nodes)");
+  cmd->add_option("--kill-command", args->options.kill_command,
+                  "How kill-node loses a node: run by /bin/sh with the node's name as $1 "
+                  "(default: SIGKILL to the job's workers on it)");
   cmd->add_option("--steps", args->options.steps, "Training steps of the short version")
       ->capture_default_str()
       ->check(CLI::Range(8, 100000));
@@ -301,7 +383,7 @@ void add_drill(CLI::App& app) {
       ->check(CLI::Range(10, 86400));
   cmd->callback([args] {
     try {
-      args->options.events = drill::parse_events(args->events);
+      if (!args->events.empty()) args->options.events = drill::parse_events(args->events);
     } catch (const std::invalid_argument& e) {
       throw Exit(kExitBadInput, std::string("hpctrain drill: ") + e.what());
     }

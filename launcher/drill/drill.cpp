@@ -12,7 +12,7 @@ namespace hpctrain::drill {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr Event kAll[] = {Event::kPreempt, Event::kRequeue, Event::kHang};
+constexpr Event kAll[] = {Event::kPreempt, Event::kRequeue, Event::kHang, Event::kKillNode};
 
 }  // namespace
 
@@ -57,6 +57,8 @@ std::string_view name_of(Event event) {
       return "requeue";
     case Event::kHang:
       return "hang";
+    case Event::kKillNode:
+      return "kill-node";
   }
   return "?";
 }
@@ -69,6 +71,8 @@ std::string_view title_of(Event event) {
       return "requeue";
     case Event::kHang:
       return "rank stops answering";
+    case Event::kKillNode:
+      return "killed node";
   }
   return "?";
 }
@@ -83,12 +87,18 @@ std::vector<Event> parse_events(const std::string& list) {
         std::find_if(std::begin(kAll), std::end(kAll), [&](Event e) { return name_of(e) == word; });
     if (it == std::end(kAll)) {
       throw std::invalid_argument("--events: no event '" + word +
-                                  "' (the events: preempt, requeue, hang)");
+                                  "' (the events: preempt, requeue, hang, kill-node)");
     }
     out.push_back(*it);
   }
   if (out.empty()) throw std::invalid_argument("--events: no event given");
   return out;
+}
+
+std::vector<Event> default_events(const spec::Spec& spec) {
+  std::vector<Event> events = {Event::kPreempt, Event::kRequeue, Event::kHang};
+  if (spec.resilience.spare_nodes > 0) events.push_back(Event::kKillNode);
+  return events;
 }
 
 std::vector<std::string> drill_overrides(const std::string& name, const fs::path& dir,

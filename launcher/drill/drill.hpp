@@ -1,6 +1,7 @@
 // hpctrain drill (docs/resilience.md "Drill"): a short version of the user's own spec, submitted
 // twice, one run left alone and one disturbed, and the failures a long run must survive played on
-// the disturbed one: a preemption notice, a requeue, a rank that stops answering. For each: what
+// the disturbed one: a preemption notice, a requeue, a rank that stops answering, a killed node.
+// For each: what
 // the cluster and hpctrain did, whether training came back and from which checkpoint, how long it
 // took; at the end whether the disturbed run has the undisturbed one's weights, bit for bit. The
 // pure parts are here; cli/drill.cpp plays them on the cluster.
@@ -20,19 +21,26 @@
 
 namespace hpctrain::drill {
 
-enum class Event { kPreempt, kRequeue, kHang };
-// "preempt", "requeue", "hang": the names --events takes.
+enum class Event { kPreempt, kRequeue, kHang, kKillNode };
+// "preempt", "requeue", "hang", "kill-node": the names --events takes.
 std::string_view name_of(Event event);
-// "preemption notice", "requeue", "hung rank": the table's.
+// "preemption notice", "requeue", "rank stops answering", "killed node": the table's.
 std::string_view title_of(Event event);
 // "preempt,requeue,hang": the events in that order; throws std::invalid_argument naming a name
 // that is none, or a list without any.
 std::vector<Event> parse_events(const std::string& list);
+// The events played when --events is not given: preempt, requeue, hang, and kill-node where the
+// spec has spare nodes (resilience.spare_nodes) to replace the node with.
+std::vector<Event> default_events(const spec::Spec& spec);
 
 struct Options {
   int64_t steps = 40;             // train.max_steps of the short version
   std::string time = "00:30:00";  // its job.time
-  std::vector<Event> events = {Event::kPreempt, Event::kRequeue, Event::kHang};
+  std::vector<Event> events;  // empty: default_events()
+  // How the kill-node event loses a node: a command run by /bin/sh with the node's name as $1 (a
+  // site's power-off or fencing tool, the test cluster's slurm-multinode.sh kill); empty: SIGKILL
+  // to every worker of the job on the node (its processes die, its slurmd stays).
+  std::string kill_command;
 };
 
 // The --set overrides that make the short version of a spec: its name and run directory, the

@@ -237,6 +237,7 @@ Classified classify(const EndFacts& f) {
     const Cause c = *f.node_lost == LossCause::kHang          ? Cause::kHang
                     : *f.node_lost == LossCause::kStraggler   ? Cause::kStraggler
                     : *f.node_lost == LossCause::kGpuHardware ? Cause::kGpuHardware
+                    : *f.node_lost == LossCause::kCorruption  ? Cause::kGpuHardware
                                                               : Cause::kNodeLost;
     return {c, clip(f.loss_text)};
   }

@@ -319,8 +319,9 @@ void Supervisor::look_again(int status) {
            host + ", none of the step's nodes (" + join(nodes_.training) + "): not replaced");
     } else if (std::none_of(loss_.dead.begin(), loss_.dead.end(),
                             [&](const auto& d) { return d.first == *node; })) {
-      loss_.dead.emplace_back(
-          *node, v->kind == records::MetricsKind::kHang ? LossCause::kHang : LossCause::kStraggler);
+      loss_.dead.emplace_back(*node, v->kind == records::MetricsKind::kHang      ? LossCause::kHang
+                                     : v->kind == records::MetricsKind::kCorrupt ? LossCause::kCorruption
+                                                                                 : LossCause::kStraggler);
     }
   }
   if (loss_.dead.empty()) return;
@@ -366,6 +367,9 @@ bool Supervisor::handle_loss(int status) {
       break;
     case LossCause::kGpuHardware:
       loss_.fields.detected_by = "GPU hardware: " + loss_.suspect_text;
+      break;
+    case LossCause::kCorruption:
+      loss_.fields.detected_by = "replay on divergence, " + loss_.suspect_text;
       break;
   }
   const Nodes old_nodes = nodes_.training;

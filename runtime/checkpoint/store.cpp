@@ -200,17 +200,17 @@ Store::Store(std::string dir, StoreOptions options, int rank, int world_size, En
   }
   const auto st = env_.stat(dir_, /*follow=*/true);
   if (!st || st->kind != FileStat::Kind::kDir) {
-    HPCTRAIN_THROW(rt::Error, "checkpoint directory " + dir_ + " is not a directory");
+    HPCTRAIN_THROW(rt::EnvError, "checkpoint directory " + dir_ + " is not a directory");
   }
   // Whoever can write here can replace a checkpoint, manifest and all, and with it the weights
   // every later attempt trains from.
   if (st->uid != ::geteuid()) {
-    HPCTRAIN_THROW(rt::Error, "checkpoint directory " + dir_ + " belongs to uid " +
+    HPCTRAIN_THROW(rt::EnvError, "checkpoint directory " + dir_ + " belongs to uid " +
                                   std::to_string(st->uid) + ", not to this user (uid " +
                                   std::to_string(::geteuid()) + "); refusing to use it");
   }
   if (st->mode & 002) {
-    HPCTRAIN_THROW(rt::Error, "checkpoint directory " + dir_ + " is writable by others (mode " +
+    HPCTRAIN_THROW(rt::EnvError, "checkpoint directory " + dir_ + " is writable by others (mode " +
                                   octal(st->mode) + "); refusing to use it (chmod o-w " + dir_ +
                                   ")");
   }

@@ -10,7 +10,8 @@
 //   hpctrain::Error           the root; what() is the message
 //   ├─ rt::Error              anything the runtime reports (exit status 1 in the worker)
 //   │  ├─ EnvError            the launch environment is wrong: a variable missing, malformed or
-//   │  │                      inconsistent (exit status 2)
+//   │  │                      inconsistent, or a directory the run writes is not safely its own
+//   │  │                      (the checkpoints': exit status 2, a retry will not help)
 //   │  ├─ PeerError           a peer is gone or never arrived (rendezvous, collectives)
 //   │  ├─ LibraryError        a C library (PMIx, Gloo, NCCL, CUDA, HDF5) failed; carries its text
 //   │  ├─ DataError           the data pipeline failed

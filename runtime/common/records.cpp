@@ -197,6 +197,7 @@ MetricsRecord read_record(MetricsKind kind, const json& j) {
       return read_as<RollbackRecord>(j);
     case MetricsKind::kHang:
     case MetricsKind::kEvict:
+    case MetricsKind::kCorrupt:
       break;
   }
   auto r = std::get<SuspectsRecord>(read_as<SuspectsRecord>(j));
@@ -358,8 +359,8 @@ std::vector<std::string> hosts_of_ranks(const std::vector<int64_t>& ranks,
 json to_json(const MetricsRecord& record) {
   const MetricsKind kind = kind_of(record);
   if (std::holds_alternative<SuspectsRecord>(record) && kind != MetricsKind::kHang &&
-      kind != MetricsKind::kEvict) {
-    throw std::invalid_argument("a suspects record is a hang or an evict record, not " +
+      kind != MetricsKind::kEvict && kind != MetricsKind::kCorrupt) {
+    throw std::invalid_argument("a suspects record is a hang, evict or corrupt record, not " +
                                 std::string(name_of(kind)));
   }
   json j = json::object();
@@ -645,6 +646,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> field_names() {
   add(MetricsKind::kHang, SuspectsRecord{});
   add(MetricsKind::kEvict, SuspectsRecord{});
   add(MetricsKind::kRollback, RollbackRecord{});
+  add(MetricsKind::kCorrupt, SuspectsRecord{});
   // The ledger's and the submissions' writers say which fields they write when every one is set.
   const auto keys = [](const std::string& line) {
     std::vector<std::string> names;

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 // ---- Names: one table per enumeration; name_of, parse and all read it.
 
 // The kinds of metrics.jsonl's lines (its "kind" field).
-enum class MetricsKind { kTrain, kEval, kRanks, kStarted, kHang, kEvict, kRollback };
+enum class MetricsKind { kTrain, kEval, kRanks, kStarted, kHang, kEvict, kRollback, kCorrupt };
 // Why a ledger line's srun step ended (attempts.jsonl's "reason"). Each reason the job is requeued
 // for has a chained twin: the same end, where Slurm refused the requeue and the next job of a
 // chain continues the run instead.
@@ -70,16 +70,17 @@ enum class Cause {
   kUnknown,
 };
 // How a node loss was found (attempts.jsonl's "loss_kind"; "cause" on ledgers older than causes):
-// its slurmd did not answer (silent) or refused the probe, the hang watchdog named its ranks, or it
-// was evicted as a straggler.
-enum class LossCause { kSilent, kRefused, kHang, kStraggler, kGpuHardware };
+// its slurmd did not answer (silent) or refused the probe, the hang watchdog named its ranks, it
+// was evicted as a straggler, a worker's line said its GPU failed, or the replay on divergence
+// found it computing wrong results (corruption).
+enum class LossCause { kSilent, kRefused, kHang, kStraggler, kGpuHardware, kCorruption };
 
 template <typename E>
 struct Names;
 template <>
 struct Names<MetricsKind> {
-  static constexpr std::array<std::string_view, 7> kValues = {
-      "train", "eval", "ranks", "started", "hang", "evict", "rollback"};
+  static constexpr std::array<std::string_view, 8> kValues = {
+      "train", "eval", "ranks", "started", "hang", "evict", "rollback", "corrupt"};
 };
 template <>
 struct Names<Reason> {
@@ -96,8 +97,8 @@ struct Names<Cause> {
 };
 template <>
 struct Names<LossCause> {
-  static constexpr std::array<std::string_view, 5> kValues = {"silent", "refused", "hang",
-                                                              "straggler", "gpu_hardware"};
+  static constexpr std::array<std::string_view, 6> kValues = {
+      "silent", "refused", "hang", "straggler", "gpu_hardware", "corruption"};
 };
 
 template <typename E>
@@ -259,10 +260,11 @@ struct StartedRecord {
   std::optional<double> wall_time;
 };
 
-// A "hang" (the hang watchdog's verdict) or "evict" (a straggler's node let go) line: the ranks
-// and hosts the step supervisor is to treat as lost.
+// A "hang" (the hang watchdog's verdict), "evict" (a straggler's node let go) or "corrupt" (the
+// replay on divergence found a node computing wrong results) line: the ranks and hosts the step
+// supervisor is to treat as lost.
 struct SuspectsRecord {
-  MetricsKind kind = MetricsKind::kHang;  // kHang or kEvict
+  MetricsKind kind = MetricsKind::kHang;  // kHang, kEvict or kCorrupt
   std::string tag;                        // the srun step's "RESTART.STEP"
   int64_t step = 0;
   std::vector<int64_t> ranks;

@@ -281,6 +281,10 @@ std::vector<Field> make_fields() {
               "A diverged loss rolls the run back to the last checkpoint before the offending "
               "log window and skips the samples of the steps since, this many times at most; "
               "then, or at 0, the run stops as diverged."),
+      boolean("resilience.replay_on_divergence", "false",
+              "Before a rollback, every rank and a rank on another node recompute the offending "
+              "steps' batches from the checkpoint's weights: a node whose results differ is "
+              "faulty (silent data corruption) and is let go as a lost node instead."),
 
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",

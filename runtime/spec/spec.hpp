@@ -138,6 +138,9 @@ struct ResilienceSpec {
   // A diverged run rolls back to the last checkpoint before the offending steps and skips their
   // samples, this many times at most; then (and at 0) it stops as diverged.
   int64_t max_rollbacks = 0;
+  // Before a rollback, the offending steps' batches are recomputed by each rank and by a rank on
+  // another node: a node whose results differ is named faulty and let go instead.
+  bool replay_on_divergence = false;
 
   // kAuto resolved: replace when there are spare nodes, else requeue.
   OnNodeLoss policy() const {

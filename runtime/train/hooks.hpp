@@ -42,6 +42,9 @@ struct TrainHooks {
   // A corrupt sample: the loss of every step whose batch holds this training sample is NaN
   // (HPCTRAIN_TEST_POISON_SAMPLE), which the divergence guard then sees.
   std::optional<int64_t> poison_sample;
+  // Silent data corruption: this rank's logits are off by 1e-3 in every step
+  // (HPCTRAIN_TEST_FAULTY_RANK).
+  std::optional<int64_t> faulty_rank;
 };
 
 }  // namespace hpctrain::train

@@ -113,6 +113,10 @@ class LogOutput : public ReportOutput {
          << ", resilience.max_rollbacks)" << std::endl;
   }
 
+  void on(const Replayed& e) override {
+    out_ << rt::rank_prefix() << "replay at step " << e.step << ": " << e.verdict << std::endl;
+  }
+
   void on(const Stopping& e) override {
     out_ << rt::rank_prefix() << "stopping at step " << e.step << " (" << e.reason
          << "); last committed checkpoint: step " << e.last_committed
@@ -220,8 +224,7 @@ class MetricsOutput : public ReportOutput {
   }
 
   void on(const Evicting& e) override {
-    write_suspects(run_dir_, records::MetricsKind::kEvict, e.srun_step_tag, e.step, e.ranks,
-                   e.hosts, e.message);
+    write_suspects(run_dir_, e.kind, e.srun_step_tag, e.step, e.ranks, e.hosts, e.message);
   }
 
   void on(const Evaluated& e) override {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/records.hpp"
 #include "data/format.hpp"
 #include "train/evaluate.hpp"
 #include "train/straggler.hpp"
@@ -67,8 +68,10 @@ struct RanksCompared {
   double wall_time = 0;
 };
 
-// A straggler's node let go: the ranks and node the step supervisor is to treat as lost.
+// A node let go, a straggler's (kEvict) or one found computing wrong results (kCorrupt): the ranks
+// and node the step supervisor is to treat as lost.
 struct Evicting {
+  records::MetricsKind kind = records::MetricsKind::kEvict;
   int64_t step = 0;
   std::vector<int> ranks;
   std::vector<std::string> hosts;  // every rank's host, by rank
@@ -90,6 +93,12 @@ struct RolledBack {
   int64_t rollbacks = 0, max_rollbacks = 0;  // the run's so far, this one included; the limit
   std::string verdict;
   double wall_time = 0;
+};
+
+// The replay on divergence found no faulty node (the loss itself diverged): what it compared.
+struct Replayed {
+  int64_t step = 0;
+  std::string verdict;
 };
 
 // The run stops before its end (a stop signal, the time limit, an eviction).
@@ -124,6 +133,7 @@ class ReportOutput {
   virtual void on(const Evicting&) {}
   virtual void on(const Evaluated&) {}
   virtual void on(const RolledBack&) {}
+  virtual void on(const Replayed&) {}
   virtual void on(const Stopping&) {}
   virtual void on(const Finished&) {}
 };

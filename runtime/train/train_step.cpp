@@ -14,13 +14,15 @@
 
 namespace hpctrain::train {
 
-TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks) {
+TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
+                                             int rank) {
   TrainStepOptions o;
   o.precision = spec.train.precision;
   o.label_smoothing = spec.train.label_smoothing;
   o.grad_clip_norm = spec.train.grad_clip_norm;
   o.cuda_sync_debug = hooks.cuda_sync_debug;
   o.poison_sample = hooks.poison_sample;
+  o.faulty = hooks.faulty_rank == rank;
   return o;
 }
 
@@ -110,22 +112,50 @@ at::Tensor TrainStep::forward_backward(const DeviceBatch& batch, int64_t step) {
     if (local) local_sgd->start_local_step();
   }
   parts_.grad_sync->prepare();
-  at::Tensor loss;
   progress::enter(progress::Phase::kForward);
-  {
-    AutocastGuard autocast(comm_.device().type(), options_.precision);
-    const auto ce =
-        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(options_.label_smoothing);
-    loss = torch::nn::functional::cross_entropy(model_->forward(batch.images), batch.labels, ce);
-  }
+  at::Tensor loss = forward_loss(batch);
+  progress::enter(progress::Phase::kBackward);
+  (parts_.scaler ? parts_.scaler->scale(loss) : loss).backward();
+  return loss;
+}
+
+// The batch's loss under autocast, with the tests' plants (a corrupt sample, a faulty rank).
+at::Tensor TrainStep::forward_loss(const DeviceBatch& batch) {
+  AutocastGuard autocast(comm_.device().type(), options_.precision);
+  const auto ce =
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(options_.label_smoothing);
+  at::Tensor logits = model_->forward(batch.images);
+  if (options_.faulty) logits = logits + 1e-3;  // a test's silent data corruption
+  at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels, ce);
   if (options_.poison_sample &&
       std::find(batch.samples.begin(), batch.samples.end(), *options_.poison_sample) !=
           batch.samples.end()) {
     loss = loss * std::numeric_limits<double>::quiet_NaN();  // a test's corrupt sample
   }
-  progress::enter(progress::Phase::kBackward);
-  (parts_.scaler ? parts_.scaler->scale(loss) : loss).backward();
   return loss;
+}
+
+std::array<double, 3> TrainStep::witness(const DeviceBatch& batch) {
+  const bool synced = parts_.grad_sync->enabled();
+  parts_.optimizer->zero_grad();
+  parts_.grad_sync->set_enabled(false);
+  parts_.grad_sync->prepare();
+  const at::Tensor loss = forward_loss(batch);
+  loss.backward();
+  double sum = 0, abs_sum = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : parts_.params.trainable) {
+      if (!p.grad().defined()) continue;
+      const at::Tensor g = p.grad().to(at::kDouble);
+      sum += g.sum().item<double>();
+      abs_sum += g.abs().sum().item<double>();
+    }
+  }
+  const std::array<double, 3> digest = {loss.item<double>(), sum, abs_sum};
+  parts_.optimizer->zero_grad();
+  parts_.grad_sync->set_enabled(synced);
+  return digest;
 }
 
 // The host path: the agreement is all-reduced and read at once, and the step taken (or, fp16,

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,8 +49,10 @@ struct TrainStepOptions {
   std::optional<double> grad_clip_norm;
   int cuda_sync_debug = 0;  // TrainHooks::cuda_sync_debug (honoured on CUDA devices only)
   std::optional<int64_t> poison_sample;  // TrainHooks::poison_sample
+  bool faulty = false;                   // TrainHooks::faulty_rank is this rank
 };
-TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks);
+TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
+                                             int rank);
 
 // The model's parameters in named_parameters() order.
 struct ModelParams {
@@ -107,12 +110,19 @@ class TrainStep {
   // (before an evaluation and at the end), so that they hold one model.
   void average_diverged();
 
+  // The replay on divergence (train/replay_check.hpp): the loss of `batch` and the sum and
+  // absolute sum of this rank's own gradients from it, in double, computed from the model as it
+  // is with no all-reduce and no optimizer step (the gradients are cleared after). The model's
+  // batch-norm running statistics move, as in any training forward.
+  std::array<double, 3> witness(const DeviceBatch& batch);
+
   model::Classifier& model() { return *model_; }
   const LocalSgd* local_sgd() const { return parts_.local_sgd.get(); }
   double loss_scale() const { return parts_.scaler ? parts_.scaler->current_scale() : 1.0; }
 
  private:
   at::Tensor forward_backward(const DeviceBatch& batch, int64_t step);
+  at::Tensor forward_loss(const DeviceBatch& batch);
   Agreed agree_on_host(const Contribute& contribute, int64_t step);
   void agree_on_device(const Contribute& contribute, int64_t step);
 

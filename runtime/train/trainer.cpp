@@ -5,6 +5,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,6 +27,7 @@
 #include "train/checkpointing.hpp"
 #include "train/divergence.hpp"
 #include "train/log_window.hpp"
+#include "train/replay_plan.hpp"
 #include "train/reporter.hpp"
 #include "train/schedule.hpp"
 #include "train/straggler.hpp"
@@ -46,6 +50,7 @@ struct TrainerConfig {
   std::string arch, precision;    // their names, for the log
   int64_t batch_size = 0;         // per rank
   int64_t max_rollbacks = 0;      // resilience.max_rollbacks
+  bool replay_on_divergence = false;
   std::string srun_step_tag;      // TrainOptions::srun_step_tag
   std::filesystem::path weights;  // where rank 0 writes the final weights; empty: nowhere
 };
@@ -59,6 +64,7 @@ TrainerConfig trainer_config_from_spec(const spec::Spec& spec, const TrainOption
   c.precision = spec::name_of(spec.train.precision);
   c.batch_size = spec.train.batch_size;
   c.max_rollbacks = spec.resilience.max_rollbacks;
+  c.replay_on_divergence = spec.resilience.replay_on_divergence;
   c.srun_step_tag = options.srun_step_tag;
   if (!options.run_dir.empty()) c.weights = options.run_dir / layout::kWeights;
   return c;
@@ -75,6 +81,8 @@ struct TrainerParts {
   std::unique_ptr<Reporter> reporter;
   std::unique_ptr<StragglerMonitor> stragglers;
   DivergenceOptions divergence;
+  // Another rank's training input, for the replay on divergence (train/replay_plan.hpp).
+  std::function<std::unique_ptr<TrainInput>(int rank)> input_of_rank;
 };
 
 // The parts in an order that matters: the data before the model (the model seeds torch's
@@ -111,7 +119,7 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
   parts.validator = std::make_unique<Validator>(validator_options_from_spec(spec), data.val_source,
                                                 std::move(data.val), *model, comm);
   parts.train_step =
-      std::make_unique<TrainStep>(train_step_options_from_spec(spec, hooks), model,
+      std::make_unique<TrainStep>(train_step_options_from_spec(spec, hooks, comm.rank()), model,
                                   std::move(step), parts.input->info(), path.device, comm);
   parts.checkpointer = std::make_unique<Checkpointer>(
       checkpoint_options_from_spec(spec, options.run_dir, options.job_end_time, hooks), comm,
@@ -119,6 +127,13 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
   parts.stragglers = std::make_unique<StragglerMonitor>(
       straggler_monitor_from_spec(spec.resilience, options.hosts));
   parts.divergence = divergence_options_from_spec(spec);
+  if (spec.resilience.replay_on_divergence) {
+    parts.input_of_rank = [spec, device, path, &comm](int rank) {
+      TrainData other = data_from_spec(spec, rank, comm.size(), path);
+      return std::make_unique<TrainInput>(other.train_source, std::move(other.train), device,
+                                          spec.train.channels_last, path, nullptr);
+    };
+  }
   return parts;
 }
 
@@ -156,7 +171,8 @@ class Trainer {
         reporter_(std::move(parts.reporter)),
         stragglers_(std::move(parts.stragglers)),
         window_(comm),
-        divergence_(parts.divergence) {}
+        divergence_(parts.divergence),
+        input_of_rank_(std::move(parts.input_of_rank)) {}
 
   TrainResult run() {
     restore();
@@ -343,6 +359,12 @@ class Trainer {
     }
     train_step_->restored();
     const int64_t to_step = step_of(*back);
+    if (input_of_rank_ && comm_.size() > 1 && !train_step_->local_sgd()) {
+      if (replay_finds_fault(r, *back, to_step)) return input_->state();  // stopping
+      // The replay moved the batch-norm statistics: the checkpoint again.
+      checkpointer_->restore(train_step_->state(), r.first_step - 1);
+      train_step_->restored();
+    }
     const int64_t skipped = r.last_step - to_step;
     const data::LoaderState at =
         input_->skip(back->position.epoch, back->position.consumed, skipped, plan_.global_batch);
@@ -374,6 +396,88 @@ class Trainer {
                        (last >= 0 ? "step " + std::to_string(last) : std::string("none")));
   }
 
+  // resilience.replay_on_divergence (train/replay_plan.hpp; collective): every rank recomputes
+  // its own batches of the offending steps and those of the ranks it witnesses, from the weights
+  // just restored; the digests go to every rank in one all-reduce. A node (on one node, a rank) in
+  // every disagreement is faulty: the ranks stop as for a straggler, saving nothing, and the worker
+  // exits for the node to be let go (true). Otherwise the loss itself diverged (false).
+  bool replay_finds_fault(const PendingRollback& r, const Resumed& back, int64_t to_step) {
+    const int world = comm_.size(), rank = comm_.rank();
+    std::vector<std::string> hosts(world);
+    for (int q = 0; q < world; ++q) hosts[q] = stragglers_->host(q).value_or("");
+    const std::vector<int> witness = witnesses(hosts);
+    const int64_t steps = r.last_step - r.first_step + 1;
+    at::Tensor digests = at::zeros({world, 2, steps, 3}, at::kDouble);
+    // Deterministic kernels for the recomputation (cuDNN's autotuner may pick another algorithm on
+    // each GPU).
+    auto& context = at::globalContext();
+    const bool deterministic = context.deterministicCuDNN(), benchmark = context.benchmarkCuDNN();
+    context.setDeterministicCuDNN(true);
+    context.setBenchmarkCuDNN(false);
+    const auto recompute = [&](TrainInput& input, int of, int role) {
+      input.skip(back.position.epoch, back.position.consumed, r.first_step - 1 - to_step,
+                 plan_.global_batch);
+      for (int64_t s = 0; s < steps; ++s) {
+        std::optional<DeviceBatch> batch = input.next(r.first_step - 1 + s);
+        if (!batch) {  // the window goes on into the next epoch
+          input.start_epoch(input.state().epoch + 1, 0);
+          batch = input.next(r.first_step - 1 + s);
+        }
+        if (!batch) break;
+        const std::array<double, 3> d = train_step_->witness(*batch);
+        for (int k = 0; k < 3; ++k) digests[of][role][s][k] = d[k];
+      }
+    };
+    recompute(*input_, rank, 0);
+    for (const int of : witnessed_by(witness, rank)) {
+      const std::unique_ptr<TrainInput> theirs = input_of_rank_(of);
+      recompute(*theirs, of, 1);
+    }
+    context.setDeterministicCuDNN(deterministic);
+    context.setBenchmarkCuDNN(benchmark);
+    at::Tensor all = digests.to(comm_.device());
+    comm_.all_reduce(all);  // each slot is one rank's
+    all = all.cpu().contiguous();
+    const auto at = all.accessor<double, 4>();
+    const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+    std::vector<std::pair<int, int>> disagreeing;
+    for (int q = 0; q < world; ++q) {
+      bool agree = true;
+      for (int64_t s = 0; s < steps; ++s) {
+        for (int k = 0; k < 3; ++k) agree = agree && same(at[q][0][s][k], at[q][1][s][k]);
+      }
+      if (!agree && witness[q] != q) disagreeing.emplace_back(q, witness[q]);
+    }
+    const std::string recomputed = "steps " + std::to_string(r.first_step) + "-" +
+                                   std::to_string(r.last_step) + "'s batches, recomputed on " +
+                                   "every rank and its witness from the checkpoint of step " +
+                                   std::to_string(to_step);
+    const std::optional<Fault> fault = fault_of(disagreeing, hosts);
+    if (!fault) {
+      reporter_->report(Replayed{r.last_step,
+                                 disagreeing.empty()
+                                     ? recomputed + ": every result agrees; the loss itself diverged"
+                                     : recomputed + ": " + std::to_string(disagreeing.size()) +
+                                           " ranks' results differ from their witnesses', with no "
+                                           "one node in every disagreement; rolling back"});
+      return false;
+    }
+    std::string ranks_text;
+    for (const int q : fault->ranks) ranks_text += (ranks_text.empty() ? "" : ", ") + std::to_string(q);
+    const std::string who = fault->host.empty() ? "rank " + ranks_text
+                                                : "node " + fault->host + " (ranks " + ranks_text + ")";
+    const std::string message = "silent data corruption: " + who +
+                                " computed other results than its witnesses on other ranks for the "
+                                "same batches from the same weights (" +
+                                recomputed + ")";
+    stop_.requested = true;
+    stop_.evicted = fault->host.empty() ? hosts[fault->ranks.front()] : fault->host;
+    stop_.reason = message + "; evicting the node";
+    reporter_->report(Evicting{records::MetricsKind::kCorrupt, r.last_step, fault->ranks, hosts,
+                               config_.srun_step_tag, message});
+    return true;
+  }
+
   // resilience.evict_stragglers: every rank reads the same busy times (the window's all-reduce)
   // and so reaches the same verdict with no message; the ranks then stop as after a stop signal
   // (a checkpoint at this step) and the worker exits kExitEvict; rank 0 first records the node
@@ -386,7 +490,8 @@ class Trainer {
     stop_.reason = e->message + "; evicting the node";
     std::vector<std::string> hosts;
     for (int r = 0; r < comm_.size(); ++r) hosts.push_back(stragglers_->host(r).value_or(""));
-    reporter_->report(Evicting{at_.step, e->ranks, hosts, config_.srun_step_tag, e->message});
+    reporter_->report(Evicting{records::MetricsKind::kEvict, at_.step, e->ranks, hosts,
+                               config_.srun_step_tag, e->message});
   }
 
   // After `epoch`: evaluates when due (every eval_every_epochs, and after the last).
@@ -481,6 +586,7 @@ class Trainer {
   std::unique_ptr<StragglerMonitor> stragglers_;
   LogWindow window_;
   DivergenceGuard divergence_;
+  std::function<std::unique_ptr<TrainInput>(int rank)> input_of_rank_;  // replay_on_divergence
   Counters at_;
   StopState stop_;
   std::optional<PendingRollback> rollback_;

@@ -96,6 +96,7 @@ EnvOverrides read_env_overrides(const dist::EnvMap& env) {
   o.test.resume_pieces_file = value(env, "HPCTRAIN_RESUME_PIECES").value_or("");
   o.test.slow_fsync_seconds = positive_number(env, "HPCTRAIN_TEST_SLOW_FSYNC");
   o.test.poison_sample = integer_from(env, "HPCTRAIN_TEST_POISON_SAMPLE", 0);
+  o.test.faulty_rank = integer_from(env, "HPCTRAIN_TEST_FAULTY_RANK", 0);
   return o;
 }
 

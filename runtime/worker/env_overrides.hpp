@@ -59,6 +59,9 @@ struct TestPlants {
   // HPCTRAIN_TEST_POISON_SAMPLE=INDEX: the loss of every step whose batch holds this training
   // sample is NaN (a corrupt sample that makes the loss diverge).
   std::optional<int64_t> poison_sample;
+  // HPCTRAIN_TEST_FAULTY_RANK=RANK: that rank computes wrong results (its logits off by 1e-3), as
+  // hardware with silent data corruption would.
+  std::optional<int64_t> faulty_rank;
 };
 
 struct EnvOverrides {

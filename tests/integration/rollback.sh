@@ -14,6 +14,12 @@
 #   limit      resilience.max_rollbacks = 1: the second divergence stops every rank with exit 79
 #              and says the run rolled back once already
 #   nowhere    no checkpoint before the divergence: exit 79, saying there is none to roll back to
+#   replay     resilience.replay_on_divergence at 3 ranks on this one node (each rank witnessed by
+#              the next): with sound ranks every result agrees, the log says the loss itself
+#              diverged and the run ends on the weights it ends on without the replay, bitwise; with
+#              rank 1 computing wrong results (HPCTRAIN_TEST_FAULTY_RANK, its logits off by 1e-3)
+#              the replay names rank 1 alone, every rank exits 78 (a node to let go), and
+#              metrics.jsonl has the corrupt record the step supervisor replaces the node for
 #   rollback.sh WORKER
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/resume_lib.sh" "$1"
@@ -135,4 +141,37 @@ finish
 [[ $statuses == "79 79" ]] || fail "nowhere: exited '$statuses', want '79 79'"
 grep -q "hpctrain-worker ended: diverged (exit status 79): .*no committed checkpoint before step 13 to roll back to" \
   "$work/nowhere.log.rank0" || fail "nowhere: no end line saying there is no checkpoint"
-echo "rollback: two rollbacks and a normal end on both input paths, bitwise across a stop; the limit and no checkpoint stop with exit 79"
+# The replay, at 3 ranks: the corrupt sample of a clean run's step 9 (after the checkpoint of 5).
+spec clean3 job.tasks_per_node=3
+launch clean3 3 "$work/clean3.log"
+finish
+[[ $statuses == "0 0 0" ]] || fail "clean3: exited '$statuses'"
+poison3=$(awk '$1 == 0 && $2 == 8 {print $3; exit}' "$work/clean3.log.trace.rank-0")
+[[ -n $poison3 ]] || fail "clean3: no batch of step 9 in rank 0's trace"
+for name in plain3 replay3 faulty3; do
+  spec "$name" job.tasks_per_node=3 "$([[ $name == plain3 ]] && echo resilience.replay_on_divergence=false || echo resilience.replay_on_divergence=true)"
+done
+HPCTRAIN_TEST_POISON_SAMPLE=$poison3 launch plain3 3 "$work/plain3.log"
+finish
+[[ $statuses == "0 0 0" ]] || fail "plain3: exited '$statuses'"
+HPCTRAIN_TEST_POISON_SAMPLE=$poison3 launch replay3 3 "$work/replay3.log"
+finish
+[[ $statuses == "0 0 0" ]] || fail "replay3: exited '$statuses'"
+grep -q "replay at step [0-9]*: steps [0-9-]*'s batches, recomputed on every rank and its witness from the checkpoint of step 5: every result agrees; the loss itself diverged" \
+  "$work/replay3.log.rank0" || fail "replay3: no replay line saying every result agrees"
+[[ $(fingerprint "$work/replay3.log") == "$(fingerprint "$work/plain3.log")" ]] ||
+  fail "replay3: weights $(fingerprint "$work/replay3.log"), without the replay $(fingerprint "$work/plain3.log")"
+check_rolled_count() { [[ $(jq -c 'select(.kind == "rollback")' "$work/$1/metrics.jsonl" | wc -l) -ge 1 ]]; }
+check_rolled_count replay3 || fail "replay3: no rollback record"
+echo "replay3: $(grep -h 'replay at step' "$work/replay3.log.rank0" | sed 's/^\[[^]]*\] //')"
+HPCTRAIN_TEST_POISON_SAMPLE=$poison3 HPCTRAIN_TEST_FAULTY_RANK=1 launch faulty3 3 "$work/faulty3.log"
+finish
+[[ $statuses == "78 78 78" ]] || fail "faulty3: exited '$statuses', want '78 78 78' (a node to let go)"
+evict=$(jq -c 'select(.kind == "corrupt")' "$work/faulty3/metrics.jsonl")
+[[ $(jq -c '.ranks' <<< "$evict") == "[1]" ]] || fail "faulty3: the evict record names ranks $(jq -c '.ranks' <<< "$evict"), not [1]"
+jq -r '.message' <<< "$evict" | grep -q "^silent data corruption: rank 1 computed other results than its witnesses" ||
+  fail "faulty3: the evict record's message: $(jq -r '.message' <<< "$evict")"
+[[ $(jq -c 'select(.kind == "rollback")' "$work/faulty3/metrics.jsonl" | wc -l) -eq 0 ]] ||
+  fail "faulty3: rolled back instead of letting the node go"
+echo "faulty3: $(jq -r '.message' <<< "$evict")"
+echo "rollback: two rollbacks and a normal end on both input paths, bitwise across a stop; the limit and no checkpoint stop with exit 79; the replay tells a faulty rank from a diverged loss"

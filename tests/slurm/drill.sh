@@ -2,10 +2,11 @@
 # hpctrain drill (docs/resilience.md "Drill") on the local cluster, the real worker on synthetic
 # data (rank 0 slowed to 0.4 s a step, so that the events have a run to play on), three clusters'
 # policies:
-#   requeue    the cluster requeues: the preemption notice, `scontrol requeue` and a rank that
-#              stops answering (SIGSTOP) are each survived, training comes back from a checkpoint,
-#              and the disturbed run ends with the undisturbed run's weights, bit for bit: exit 0
-#              and the table
+#   requeue    the cluster requeues: the preemption notice, `scontrol requeue`, a rank that stops
+#              answering (SIGSTOP) and a killed node (its ranks SIGKILLed, the default without
+#              --kill-command) are each survived, training comes back from a checkpoint, and the
+#              disturbed run ends with the undisturbed run's weights, bit for bit: exit 0 and the
+#              table
 #   chain      Slurm refuses requeue (each job's Requeue flag switched off after submission, as a
 #              site's job_submit plugin does) and preemption.chain = true: the drill says the run
 #              goes on by a chain, the preemption notice is survived by the chain's next job
@@ -44,12 +45,13 @@ spec chain preemption.chain=true
 spec nochain preemption.chain=false
 
 started=$SECONDS
-"$HPCTRAIN" drill --steps 60 --timeout 240 --dir "$work/drills/requeue" "$work/requeue.toml" \
+"$HPCTRAIN" drill --events preempt,requeue,hang,kill-node --steps 80 --timeout 240 \
+  --dir "$work/drills/requeue" "$work/requeue.toml" \
   > "$work/requeue.out" 2> "$work/requeue.err" ||
   fail "drill on a cluster that requeues failed: $(cat "$work/requeue.out" "$work/requeue.err")"
 cat "$work/requeue.out"
 echo "requeue drill: $((SECONDS - started)) s"
-for event in "preemption notice" "requeue" "rank stops answering"; do
+for event in "preemption notice" "requeue" "rank stops answering" "killed node"; do
   grep -Eq "^$event +step [0-9]+ .* from step [0-9]+ +[0-9.]+ s$" "$work/requeue.out" ||
     fail "no survived '$event' row: $(cat "$work/requeue.out")"
 done

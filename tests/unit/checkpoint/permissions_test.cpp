@@ -64,6 +64,8 @@ TEST(CheckpointPermissions, DirectoryWritableByOthersIsRefused) {
   const std::string message = message_of([&] { Store store(dir.string(), options(), 0, 1); });
   EXPECT_NE(message.find(dir.string() + " is writable by others (mode 0777)"), std::string::npos)
       << message;
+  // The worker's exit status 2 (bad input, not retried): an EnvError, not any runtime error.
+  EXPECT_THROW(Store(dir.string(), options(), 0, 1), hpctrain::rt::EnvError);
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);  // others may read, not write: fine
   EXPECT_NO_THROW(Store(dir.string(), options(), 0, 1));
 }

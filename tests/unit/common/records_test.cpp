@@ -297,11 +297,13 @@ TEST(Records, EveryNameParsesBack) {
   for (const auto loss : all<LossCause>()) EXPECT_EQ(parse<LossCause>(name_of(loss)), loss);
   EXPECT_EQ(all<Reason>().size(), 13u);
   EXPECT_EQ(all<Cause>().size(), 14u);
-  EXPECT_EQ(all<LossCause>().size(), 5u);
+  EXPECT_EQ(all<LossCause>().size(), 6u);
+  EXPECT_EQ(name_of(LossCause::kCorruption), "corruption");
   EXPECT_EQ(name_of(LossCause::kGpuHardware), "gpu_hardware");
   EXPECT_EQ(name_of(Cause::kGpuHardware), "gpu_hardware");
   EXPECT_EQ(name_of(LossCause::kSilent), "silent");
-  EXPECT_EQ(all<MetricsKind>().size(), 7u);
+  EXPECT_EQ(all<MetricsKind>().size(), 8u);
+  EXPECT_EQ(name_of(MetricsKind::kCorrupt), "corrupt");
   EXPECT_EQ(name_of(MetricsKind::kRollback), "rollback");
   EXPECT_EQ(name_of(Reason::kNodeLostRequeued), "node_lost_requeued");
   EXPECT_EQ(name_of(Cause::kStraggler), "straggler");
@@ -567,7 +569,7 @@ TEST(Records, TheLastChainFollowsChainedFromBackToItsSubmit) {
 TEST(Records, FieldNamesAreWhatTheWritersWrite) {
   std::map<std::string, std::vector<std::string>> by;
   for (const auto& [record, names] : field_names()) by[record] = names;
-  ASSERT_EQ(by.size(), 9u);
+  ASSERT_EQ(by.size(), 10u);
   for (const auto kind : all<MetricsKind>()) ASSERT_TRUE(by.count(std::string(name_of(kind))));
   const auto has = [&by](const char* record, const char* field) {
     const auto& names = by[record];

@@ -38,6 +38,7 @@ TEST(EnvOverrides, NothingSetIsEveryDefault) {
   EXPECT_EQ(o.test.resume_pieces_file, "");
   EXPECT_FALSE(o.test.slow_fsync_seconds.has_value());
   EXPECT_FALSE(o.test.poison_sample.has_value());
+  EXPECT_FALSE(o.test.faulty_rank.has_value());
 }
 
 TEST(EnvOverrides, UserSettingsAreRead) {
@@ -64,7 +65,8 @@ TEST(EnvOverrides, TestPlantsAreRead) {
                                              {"HPCTRAIN_RESUME_SKIP", "rng.cpu,,scaler.scale"},
                                              {"HPCTRAIN_RESUME_PIECES", "/tmp/pieces"},
                                              {"HPCTRAIN_TEST_SLOW_FSYNC", "1.5"},
-                                             {"HPCTRAIN_TEST_POISON_SAMPLE", "959"}});
+                                             {"HPCTRAIN_TEST_POISON_SAMPLE", "959"},
+                                             {"HPCTRAIN_TEST_FAULTY_RANK", "1"}});
   EXPECT_EQ(o.test.stall, "1:5:data:600");
   EXPECT_EQ(o.test.trace_samples, "/tmp/trace");
   EXPECT_TRUE(o.test.gpu_path_on_cpu);
@@ -76,6 +78,7 @@ TEST(EnvOverrides, TestPlantsAreRead) {
   EXPECT_EQ(o.test.resume_pieces_file, "/tmp/pieces");
   EXPECT_EQ(o.test.slow_fsync_seconds, 1.5);
   EXPECT_EQ(o.test.poison_sample, 959);
+  EXPECT_EQ(o.test.faulty_rank, 1);
   EXPECT_EQ(read_env_overrides({{"HPCTRAIN_TEST_POISON_SAMPLE", "0"}}).test.poison_sample, 0)
       << "sample 0 is a sample";
   EXPECT_EQ(read_env_overrides({{"HPCTRAIN_CUDA_SYNC_DEBUG", "warn"}}).test.cuda_sync_debug, 1);

@@ -22,9 +22,22 @@ TEST(Drill, EventsByName) {
     parse_events("preempt,kill");
     FAIL() << "an unknown event accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "--events: no event 'kill' (the events: preempt, requeue, hang)");
+    EXPECT_STREQ(e.what(),
+                 "--events: no event 'kill' (the events: preempt, requeue, hang, kill-node)");
   }
   EXPECT_THROW(parse_events(","), std::invalid_argument);
+  EXPECT_EQ(parse_events("kill-node"), (std::vector<Event>{Event::kKillNode}));
+  EXPECT_EQ(name_of(Event::kKillNode), "kill-node");
+  EXPECT_EQ(title_of(Event::kKillNode), "killed node");
+}
+
+TEST(Drill, AKilledNodeIsPlayedByDefaultWhereThereIsASpare) {
+  spec::Spec spec;
+  EXPECT_EQ(default_events(spec),
+            (std::vector<Event>{Event::kPreempt, Event::kRequeue, Event::kHang}));
+  spec.resilience.spare_nodes = 1;
+  EXPECT_EQ(default_events(spec), (std::vector<Event>{Event::kPreempt, Event::kRequeue,
+                                                      Event::kHang, Event::kKillNode}));
 }
 
 TEST(Drill, TheShortSpecCheckpointsEveryEighthOfItsSteps) {

@@ -68,7 +68,8 @@ TEST(Report, ThePagesVocabularyIsTheRecordsModules) {
   EXPECT_EQ(v["kinds"].size(), records::all<records::MetricsKind>().size());
   EXPECT_EQ(v["causes"].size(), records::all<records::Cause>().size());
   EXPECT_EQ(v["causes"][0], "completed");
-  EXPECT_EQ(v["losses"], json({"silent", "refused", "hang", "straggler", "gpu_hardware"}));
+  EXPECT_EQ(v["losses"],
+            json({"silent", "refused", "hang", "straggler", "gpu_hardware", "corruption"}));
   const std::string page = render_html({{"run_dir", "/r"}, {"runs", json::array()}});
   EXPECT_EQ(page.find("@REPORT_VOCABULARY@"), std::string::npos);
   EXPECT_NE(page.find(R"("node_lost_requeued")"), std::string::npos);

@@ -162,6 +162,8 @@ TEST(Causes, ALostNodeIsTheCauseWhateverElseWasSaid) {
   EXPECT_EQ(name(classify(f).cause), "hang");
   f.node_lost = records::LossCause::kStraggler;
   EXPECT_EQ(name(classify(f).cause), "straggler");
+  f.node_lost = records::LossCause::kCorruption;
+  EXPECT_EQ(name(classify(f).cause), "gpu_hardware") << "a node computing wrong results";
 }
 
 TEST(Causes, TheOriginBeforeItsConsequences) {

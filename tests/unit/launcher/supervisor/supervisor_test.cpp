@@ -433,6 +433,22 @@ TEST_F(Supervise, EvictVerdictWithFullyQualifiedHostReplacesTheNode) {
   EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
 }
 
+// A node the replay on divergence found computing wrong results ("corrupt", exit 78 as for an
+// eviction): replaced, its cause hardware, its loss kind corruption.
+TEST_F(Supervise, CorruptVerdictReplacesTheNodeAsHardware) {
+  play(1, verdict_play("corrupt", "n2", kExitEvict));
+  play(2, "finished");
+  EXPECT_EQ(run(), 0);
+  const auto l = ledger();
+  ASSERT_EQ(l.size(), 2u) << read_text(dir_ / "run" / "attempts.jsonl");
+  EXPECT_EQ(l[0]["reason"], "node_lost");
+  EXPECT_EQ(l[0]["cause"], "gpu_hardware");
+  EXPECT_EQ(l[0]["loss_kind"], "corruption");
+  EXPECT_EQ(l[0]["lost_nodes"], "n2");
+  EXPECT_EQ(l[1]["nodes"], "n1,n3,b");
+  EXPECT_TRUE(slurm_.calls.empty()) << "no requeue";
+}
+
 // Node names that are prefixes of one another (n1, n10, n100): a verdict's fully qualified host
 // replaces the node of exactly its short name, never one whose name begins like it, and is not
 // taken as ambiguous (which would leave the hung or slow node in the next step).
