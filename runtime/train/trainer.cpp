@@ -122,6 +122,7 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
 struct Counters {
   int64_t step = 0, first_step = 0, start_epoch = 0, start_consumed = 0;
   double last_step_s = 0;
+  double checkpoint_s = 0;  // blocked in saves since the last train line (its checkpoint_seconds)
 };
 
 // Why the run stops before its end, once it does.
@@ -250,8 +251,10 @@ class Trainer {
         stop_.requested) {
       report_window(epoch, lr);
     }
+    const auto save_start = Clock::now();
     save(checkpointer_->due(at_.step, plan_.total_steps, stop_.requested, agreed),
          /*finished=*/false);
+    at_.checkpoint_s += seconds_since(save_start);
   }
 
   // The log window: one all-reduce of its figures, the stragglers judged, the line reported.
@@ -277,6 +280,8 @@ class Trainer {
     t.loss_scale = loss_scale;
     t.eta_s = static_cast<double>(plan_.total_steps - at_.step) * f.seconds /
               static_cast<double>(f.steps);
+    t.checkpoint_seconds = at_.checkpoint_s;
+    at_.checkpoint_s = 0;
     t.wall_time = wall_time;
     reporter_->report(t);
     // After the line: metrics.jsonl keeps the loss that diverged.
