@@ -82,6 +82,28 @@ void take(Segment& seg, const Run& run) {
   }
 }
 
+// A step none of whose lines follow a started line (workers before started lines): its train and
+// eval lines by their times, its first step where the first train line's window began.
+void take_by_time(Segment& seg, const std::vector<MetricsRecord>& metrics) {
+  Run run;
+  records::StartedRecord first;
+  for (const auto& m : metrics) {
+    const auto* t = std::get_if<records::TrainRecord>(&m);
+    const auto* e = std::get_if<records::EvalRecord>(&m);
+    const auto wall = t ? t->wall_time : e ? e->wall_time : std::nullopt;
+    // The ledger's times are whole seconds, truncated: a second of slack at the end.
+    if (!wall || *wall < seg.start || *wall > seg.end + 1) continue;
+    if (!run.started) {
+      if (!t) continue;
+      first.step = t->window_first_step.value_or(t->step);
+      first.wall_time = std::max(seg.start, *wall - t->window_seconds.value_or(0));
+      run.started = &first;
+    }
+    run.lines.push_back(&m);
+  }
+  if (run.started) take(seg, run);
+}
+
 // The wall time at which the segment's worker had computed `step`, by linear interpolation
 // between the steps its lines name; its first training step's time for a step at or before it,
 // the last line's for one after it.
@@ -171,6 +193,9 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
     if (!matched && (segments.empty() || *run.started->wall_time > segments.back().end)) {
       unmatched.push_back(&run);
     }
+  }
+  for (auto& seg : segments) {
+    if (!seg.first) take_by_time(seg, metrics);
   }
   if (active && (clock.running_since || !unmatched.empty())) {
     Segment seg;

@@ -247,6 +247,28 @@ TEST(Goodput, UntaggedWorkersMatchTheirLineByTime) {
   expect_parts(*g, 215, {70, 10, 100, 0, 0, 0, 25, 10});
 }
 
+MetricsRecord window(int64_t first_step, int64_t step, double at, double seconds) {
+  records::TrainRecord r;
+  r.step = step;
+  r.window_first_step = first_step;
+  r.window_seconds = seconds;
+  r.wall_time = kT + at;
+  return r;
+}
+
+TEST(Goodput, WorkersWithoutStartedLinesTrainFromTheirFirstWindow) {
+  // The first window (steps 1..40) took 30 s up to 50: training from 20.
+  const std::vector<Attempt> ledger = {line("7", 0, 0, 10, 90, Reason::kRequeued, 80),
+                                       line("7", 1, 0, 100, 150, Reason::kCompleted, 120)};
+  const std::vector<MetricsRecord> metrics = {window(1, 40, 50, 30), window(41, 80, 80, 30),
+                                              window(81, 120, 140, 30)};
+  const auto g = compute_goodput(ledger, metrics, ended_clock(0));
+  ASSERT_TRUE(g);
+  // queue 10 + 10; start-up 10..20; training 20..80, 110..140; recovery 80..90, 100..110;
+  // idle 140..150.
+  expect_parts(*g, 150, {20, 10, 90, 0, 0, 0, 20, 10});
+}
+
 TEST(Goodput, AttemptThatNeverTrainedIsStartupThenRecoveryOrIdle) {
   // A setup failure before any training, then a run that trained, then an attempt that found the
   // run finished and ended at once.
