@@ -173,8 +173,6 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
     seg.end = std::max(*start, *end);
     segments.push_back(std::move(seg));
   }
-  const bool over = !attempts.empty() && records::is_final(attempts.back().reason);
-  const bool active = clock.active && !over;
   // Each worker process's lines go to the first ledger line, from the one the previous process
   // matched on, that they belong to; those after every line are the running attempt's.
   const auto runs = split_runs(metrics);
@@ -197,6 +195,12 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
   for (auto& seg : segments) {
     if (!seg.first) take_by_time(seg, metrics);
   }
+  // The ledger's last line ends the run when its reason is final, unless a later attempt shows:
+  // Slurm requeued a job whose script it had terminated (scontrol requeue), and it runs again.
+  const bool later = !unmatched.empty() || (clock.running_since && !segments.empty() &&
+                                            *clock.running_since > segments.back().end);
+  const bool over = !attempts.empty() && records::is_final(attempts.back().reason) && !later;
+  const bool active = clock.active && !over;
   if (active && (clock.running_since || !unmatched.empty())) {
     Segment seg;
     // Slurm's start; without it, the first step of the process running now.

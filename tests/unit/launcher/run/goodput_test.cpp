@@ -214,6 +214,27 @@ TEST(Goodput, RunningAttemptTrainsUntilNow) {
   EXPECT_FALSE(g->steps[1].pending);
 }
 
+TEST(Goodput, AttemptRunningAfterATerminatedOneGoesOn) {
+  // scontrol requeue: the script was terminated (a final reason), yet Slurm runs the job again.
+  const std::vector<Attempt> ledger = {line("7", 0, 0, 10, 100, Reason::kTerminated, 90)};
+  const std::vector<MetricsRecord> metrics = {started(1, 20, "0.0"), trained(90, 95),
+                                              started(91, 210, "1.0", 90), trained(130, 250)};
+  GoodputClock clock = ended_clock(0);
+  clock.active = true;
+  clock.now = kT + 300;
+  clock.running_since = kT + 200;
+  const auto g = compute_goodput(ledger, metrics, clock);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->ongoing);
+  expect_parts(*g, 300, {110, 10, 165, 0, 0, 0, 15, 0});
+  // Without a later attempt in sight the terminated line ends the run, whatever Slurm says.
+  clock.running_since.reset();
+  const auto pending = compute_goodput(ledger, {metrics[0], metrics[1]}, clock);
+  ASSERT_TRUE(pending);
+  EXPECT_FALSE(pending->ongoing);
+  EXPECT_NEAR(pending->wall_s, 100, 1e-3);
+}
+
 TEST(Goodput, PendingAfterARequeueIsQueueWaitUntilNow) {
   const std::vector<Attempt> ledger = {line("7", 0, 0, 10, 100, Reason::kRequeued, 90)};
   const std::vector<MetricsRecord> metrics = {started(1, 20, "0.0"), trained(90, 95)};
