@@ -194,17 +194,28 @@ TEST(Goodput, ChainOfJobsCountsTheNextJobsWaitAsQueue) {
   expect_parts(*g, 200, {40, 10, 130, 0, 0, 0, 15, 5});
 }
 
+// An attempt that ended at 100 with `reason`, and the next one, which Slurm started at 200: its
+// worker trained from 210 and logged at 250; the status is asked at 300.
+struct RunningCase {
+  std::vector<Attempt> ledger;
+  std::vector<MetricsRecord> metrics;
+  GoodputClock clock;
+};
+RunningCase running_after(Reason reason) {
+  RunningCase c;
+  c.ledger = {line("7", 0, 0, 10, 100, reason, 90)};
+  c.metrics = {started(1, 20, "0.0"), trained(90, 95), started(91, 210, "1.0", 90),
+               trained(130, 250)};
+  c.clock = ended_clock(0);
+  c.clock.active = true;
+  c.clock.now = kT + 300;
+  c.clock.running_since = kT + 200;
+  return c;
+}
+
 TEST(Goodput, RunningAttemptTrainsUntilNow) {
-  // Requeued at 100; Slurm started the next attempt at 200; its worker trained from 210 and
-  // logged at 250; the status is asked at 300.
-  const std::vector<Attempt> ledger = {line("7", 0, 0, 10, 100, Reason::kRequeued, 90)};
-  const std::vector<MetricsRecord> metrics = {started(1, 20, "0.0"), trained(90, 95),
-                                              started(91, 210, "1.0", 90), trained(130, 250)};
-  GoodputClock clock = ended_clock(0);
-  clock.active = true;
-  clock.now = kT + 300;
-  clock.running_since = kT + 200;
-  const auto g = compute_goodput(ledger, metrics, clock);
+  const RunningCase c = running_after(Reason::kRequeued);
+  const auto g = compute_goodput(c.ledger, c.metrics, c.clock);
   ASSERT_TRUE(g);
   EXPECT_TRUE(g->ongoing);
   // queue 10 + 100; start-up 10; training 75 + 90; recovery 95..100 and 200..210.
@@ -216,20 +227,14 @@ TEST(Goodput, RunningAttemptTrainsUntilNow) {
 
 TEST(Goodput, AttemptRunningAfterATerminatedOneGoesOn) {
   // scontrol requeue: the script was terminated (a final reason), yet Slurm runs the job again.
-  const std::vector<Attempt> ledger = {line("7", 0, 0, 10, 100, Reason::kTerminated, 90)};
-  const std::vector<MetricsRecord> metrics = {started(1, 20, "0.0"), trained(90, 95),
-                                              started(91, 210, "1.0", 90), trained(130, 250)};
-  GoodputClock clock = ended_clock(0);
-  clock.active = true;
-  clock.now = kT + 300;
-  clock.running_since = kT + 200;
-  const auto g = compute_goodput(ledger, metrics, clock);
+  RunningCase c = running_after(Reason::kTerminated);
+  const auto g = compute_goodput(c.ledger, c.metrics, c.clock);
   ASSERT_TRUE(g);
   EXPECT_TRUE(g->ongoing);
   expect_parts(*g, 300, {110, 10, 165, 0, 0, 0, 15, 0});
   // Without a later attempt in sight the terminated line ends the run, whatever Slurm says.
-  clock.running_since.reset();
-  const auto pending = compute_goodput(ledger, {metrics[0], metrics[1]}, clock);
+  c.clock.running_since.reset();
+  const auto pending = compute_goodput(c.ledger, {c.metrics[0], c.metrics[1]}, c.clock);
   ASSERT_TRUE(pending);
   EXPECT_FALSE(pending->ongoing);
   EXPECT_NEAR(pending->wall_s, 100, 1e-3);
