@@ -204,7 +204,7 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
   if (active && (clock.running_since || !unmatched.empty())) {
     Segment seg;
     // Slurm's start; without it, the first step of the process running now.
-    seg.start = clock.running_since.value_or(*unmatched.front()->started->wall_time);
+    seg.start = clock.running_since ? *clock.running_since : *unmatched.front()->started->wall_time;
     if (!segments.empty()) seg.start = std::max(seg.start, segments.back().end);
     seg.end = std::max(seg.start, clock.now);
     if (!unmatched.empty()) take(seg, *unmatched.back());

@@ -240,6 +240,17 @@ TEST(Goodput, AttemptRunningAfterATerminatedOneGoesOn) {
   EXPECT_NEAR(pending->wall_s, 100, 1e-3);
 }
 
+TEST(Goodput, AttemptStartedBeforeItsWorkerTrainsIsRecoveryUntilNow) {
+  // Slurm started the requeued job at 200; its worker has written nothing yet at 230.
+  RunningCase c = running_after(Reason::kNodeLostRequeued);
+  c.clock.now = kT + 230;
+  const auto g = compute_goodput(c.ledger, {c.metrics[0], c.metrics[1]}, c.clock);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(g->ongoing);
+  // queue 10 + 100; start-up 10; training 75; recovery 95..100 and 200..230.
+  expect_parts(*g, 230, {110, 10, 75, 0, 0, 0, 35, 0});
+}
+
 TEST(Goodput, PendingAfterARequeueIsQueueWaitUntilNow) {
   const std::vector<Attempt> ledger = {line("7", 0, 0, 10, 100, Reason::kRequeued, 90)};
   const std::vector<MetricsRecord> metrics = {started(1, 20, "0.0"), trained(90, 95)};
