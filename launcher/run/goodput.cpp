@@ -266,9 +266,9 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
       // after the time the ledger's last committed checkpoint step was reached is work lost when
       // the step ended without completing the run (the next attempt computes those steps again).
       const double span = tl - t0;
-      double eval = std::min(overlap(seg.evals, t0, tl), span);
-      double stall = std::min(overlap(seg.stalls, t0, tl), span - eval);
-      double train = span - eval - stall;
+      const double eval = std::min(overlap(seg.evals, t0, tl), span);
+      const double stall = std::min(overlap(seg.stalls, t0, tl), span - eval);
+      const double train = span - eval - stall;
       double lost = 0;
       if (seg.line && seg.line->reason != records::Reason::kCompleted) {
         const int64_t committed = seg.line->last_step.value_or(-1);
