@@ -1,6 +1,6 @@
 // hpctrain status RUN_DIR [--json]: Slurm state (squeue, then sacct) and what the run directory
 // says (run/status.hpp): attempts, restarts and node losses from the ledger, last committed
-// checkpoint, latest metrics lines and the training loss trend.
+// checkpoint, latest metrics lines, the training loss trend and the goodput ledger.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -26,7 +26,8 @@ void add_status(CLI::App& app) {
     const fs::path dir = args->run_dir;
     run::require_run_dir(dir);
     // The run directory read once; Slurm asked about its last submission.
-    const run::Snapshot snapshot = run::read_snapshot(dir, {/*spec=*/false, /*tasks=*/true});
+    // The spec for the goodput ledger's node-hours.
+    const run::Snapshot snapshot = run::read_snapshot(dir, {/*spec=*/true, /*tasks=*/true});
     const auto& submission = snapshot.submission;
     std::vector<slurm::JobState> states;
     std::string slurm_error;

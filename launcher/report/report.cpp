@@ -15,6 +15,7 @@
 #include "common/time.hpp"
 #include "run/run_dir.hpp"
 #include "run/snapshot.hpp"
+#include "run/status.hpp"
 #include "spec/choices.hpp"
 #include "spec/spec.hpp"
 
@@ -249,6 +250,9 @@ json report_describe(const run::Snapshot& snapshot) {
   j["malformed_metrics_lines"] = snapshot.metrics.malformed;
   report_metric_columns(snapshot.metrics.records, j);
   report_attempts(snapshot, j);
+  // The goodput ledger without asking Slurm: a run whose ledger has not ended is taken to go on.
+  const auto goodput = run::run_goodput(snapshot, {}, "", /*slurm_answered=*/false, unix_time());
+  j["goodput"] = goodput ? run::goodput_json(*goodput) : json(nullptr);
   j["stragglers"] = report_stragglers(snapshot.metrics.records);
   report_checkpoints(dir, j);
   return j;

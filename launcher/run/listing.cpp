@@ -6,7 +6,9 @@
 #include <map>
 
 #include "common/run_layout.hpp"
+#include "common/time.hpp"
 #include "run/snapshot.hpp"
+#include "run/status.hpp"
 
 namespace hpctrain::run {
 namespace {
@@ -103,6 +105,7 @@ nlohmann::json list_row(const fs::path& root, const ListEntry& e, const RunSumma
       s.last_reason ? nlohmann::json(records::name_of(*s.last_reason)) : nlohmann::json(nullptr);
   r["last_cause"] =
       s.last_cause ? nlohmann::json(records::name_of(*s.last_cause)) : nlohmann::json(nullptr);
+  r["goodput"] = s.goodput ? goodput_json(*s.goodput) : nlohmann::json(nullptr);
   return r;
 }
 
@@ -132,7 +135,8 @@ std::vector<std::pair<size_t, fs::path>> array_task_dirs(const fs::path& run_dir
   return out;
 }
 
-RunSummary summarize_run(const fs::path& dir) {
+RunSummary summarize_run(const fs::path& dir, const std::vector<slurm::JobState>& states,
+                         const std::string& job_id, bool slurm_answered, double now) {
   const Snapshot snapshot = read_snapshot(dir, {/*spec=*/true, /*tasks=*/false});
   RunSummary s;
   s.dir = dir;
@@ -161,6 +165,7 @@ RunSummary summarize_run(const fs::path& dir) {
     s.epochs = snapshot.spec->train.epochs;
   }
   s.spec_error = snapshot.spec_error;
+  if (!job_id.empty()) s.goodput = run_goodput(snapshot, states, job_id, slurm_answered, now);
   return s;
 }
 
@@ -190,8 +195,9 @@ nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& ent
   nlohmann::json out = {{"root", fs::absolute(root).lexically_normal().string()},
                         {"runs", nlohmann::json::array()}};
   if (!slurm_error.empty()) out["slurm_error"] = slurm_error;
+  const double now = unix_time();
   for (const auto& e : entries) {
-    const auto summary = summarize_run(e.dir);
+    const auto summary = summarize_run(e.dir, states, e.job_id, slurm_error.empty(), now);
     auto r = list_row(root, e, summary);
     std::string state;
     if (!e.submitted) {
@@ -226,13 +232,14 @@ void print_list(std::ostream& out, const nlohmann::json& listing) {
     return s;
   };
   out << pad("RUN", name_width) << "  " << pad("STATE", 16) << "  " << pad("STEP", 18) << "  "
-      << pad("TOP-1", 7) << "  " << pad("RESTARTS", 8) << "  " << pad("ENDED", 12)
-      << "  CHECKPOINT\n";
+      << pad("TOP-1", 7) << "  " << pad("RESTARTS", 8) << "  " << pad("ENDED", 12) << "  "
+      << pad("GOODPUT", 12) << "  CHECKPOINT\n";
   for (const auto& r : listing["runs"]) {
     out << pad(r["name"].get<std::string>(), name_width) << "  "
         << pad(r["state"].get<std::string>(), 16) << "  " << pad(list_progress(r), 18) << "  "
         << pad(list_top1(r), 7) << "  " << pad(list_restarts(r), 8) << "  "
         << pad(r["last_cause"].is_null() ? "-" : r["last_cause"].get<std::string>(), 12) << "  "
+        << pad(r["goodput"].is_null() ? "-" : goodput_percent(r["goodput"]), 12) << "  "
         << list_checkpoint(r) << '\n';
   }
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "run/goodput.hpp"
 #include "run/run_dir.hpp"
 #include "slurm/client.hpp"
 
@@ -42,12 +43,16 @@ struct RunSummary {
   std::string spec_error;                      // why the frozen spec did not load, if it did not
   std::optional<records::Reason> last_reason;  // the ledger's last line's
   std::optional<records::Cause> last_cause;    // why its step ended, where the line says
+  std::optional<Goodput> goodput;              // the goodput ledger, when asked for
 };
 
 // Reads one run (or array task) directory once (run/snapshot.hpp): metrics, attempts, checkpoints,
 // frozen spec. Missing or unreadable pieces are left empty; a frozen spec that does not load says
-// why in spec_error.
-RunSummary summarize_run(const fs::path& dir);
+// why in spec_error. With a `job_id` (the run's Slurm id) also its goodput ledger
+// (run_goodput: `states` Slurm's answer, `slurm_answered` false when it gave none; at `now`).
+RunSummary summarize_run(const fs::path& dir, const std::vector<slurm::JobState>& states = {},
+                         const std::string& job_id = "", bool slurm_answered = false,
+                         double now = 0);
 
 // One row of `list` before it is read: a plain run, or one task of an array run.
 struct ListEntry {
@@ -64,8 +69,9 @@ std::vector<ListEntry> list_entries(const std::vector<fs::path>& dirs,
                                     std::vector<std::string>& job_ids);
 
 // `list --json`'s object: {"root", "runs": [a row per entry], "slurm_error" when the query
-// failed}. Each row is summarize_run's (its chain as "chain", the job ids) and the ledger's last
-// reason, with its state: Slurm's from
+// failed}. Each row is summarize_run's (its chain as "chain", the job ids; its goodput ledger as
+// "goodput", status --json's object, or null) and the ledger's last reason, with its state:
+// Slurm's from
 // `states` (by job id), "unsubmitted", "unknown" when the query failed, else the ledger's last
 // word ("ledger:REASON") for a job Slurm no longer knows.
 nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& entries,
@@ -73,7 +79,7 @@ nlohmann::json list_rows(const fs::path& root, const std::vector<ListEntry>& ent
                          const std::string& slurm_error);
 
 // list_rows' runs as `list` prints them: a header and one line per run; a run continued by a chain
-// says so after its restarts ("2 (chain: 3 jobs)").
+// says so after its restarts ("2 (chain: 3 jobs)"); GOODPUT is training over wall time.
 void print_list(std::ostream& out, const nlohmann::json& listing);
 
 }  // namespace hpctrain::run

@@ -1,8 +1,10 @@
 #include "run/status.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "common/time.hpp"
 #include "run/run_dir.hpp"
 #include "run/trend.hpp"
 
@@ -173,7 +175,143 @@ std::optional<std::string> ranks_text(const nlohmann::json& m) {
   return out + ", at step " + number(m, F::kStep, 0, 1);
 }
 
+// A duration as the goodput line gives it: "4.2s", "42s", "3m10s", "1h02m".
+std::string duration_text(double seconds) {
+  char buf[48];
+  if (seconds < 9.95) {
+    std::snprintf(buf, sizeof buf, "%.1fs", std::max(seconds, 0.0));
+  } else if (seconds < 59.5) {
+    std::snprintf(buf, sizeof buf, "%.0fs", seconds);
+  } else if (seconds < 3600) {
+    const auto s = static_cast<int64_t>(std::llround(seconds));
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else {
+    const auto m = static_cast<int64_t>(std::llround(seconds / 60));
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(m / 60),
+                  static_cast<long long>(m % 60));
+  }
+  return buf;
+}
+
+// A part's key without its "_s": the key of its hours ("queue_wait").
+std::string hours_key(GoodputPart p) {
+  const std::string_view key = goodput_key(p);
+  return std::string(key.substr(0, key.size() - 2));
+}
+
+nlohmann::json parts_json(const GoodputParts& parts) {
+  nlohmann::json out = nlohmann::json::object();
+  for (size_t i = 0; i < kGoodputParts; ++i) {
+    out[std::string(goodput_key(static_cast<GoodputPart>(i)))] = parts.seconds[i];
+  }
+  return out;
+}
+
+// The run's job as Slurm knows it, for `job_id` ("123", or "123_4" for an array task): whether
+// it goes on (pending, running, requeued: any state but a final one) and, while it runs, when its
+// attempt started.
+GoodputClock slurm_clock(const std::vector<slurm::JobState>& states, const std::string& job_id,
+                         bool slurm_answered) {
+  GoodputClock clock;
+  const slurm::JobState* job = nullptr;
+  for (const auto& s : states) {
+    if (s.job_id == job_id) job = &s;
+  }
+  if (!slurm_answered) {
+    clock.active = true;  // unknown: the ledger decides (a final line ends the run)
+  } else if (job) {
+    clock.active = !job->state.empty() && !slurm::is_terminal_state(job->state);
+    if (job->state == "RUNNING" || job->state == "COMPLETING") {
+      clock.running_since = slurm::parse_slurm_time(job->start);
+    }
+  }
+  return clock;
+}
+
 }  // namespace
+
+std::optional<Goodput> run_goodput(const Snapshot& snapshot,
+                                   const std::vector<slurm::JobState>& states,
+                                   const std::string& job_id, bool slurm_answered, double now) {
+  GoodputClock clock = slurm_clock(states, job_id, slurm_answered);
+  clock.now = now;
+  if (!snapshot.chain.empty()) clock.submitted = parse_utc(snapshot.chain.front().submitted_at);
+  if (snapshot.spec) {
+    clock.nodes = snapshot.spec->job.nodes + snapshot.spec->resilience.spare_nodes;
+    clock.gpus_per_node = snapshot.spec->job.gpus_per_node;
+  }
+  return compute_goodput(snapshot.attempts, snapshot.metrics.records, clock);
+}
+
+nlohmann::json goodput_json(const Goodput& g) {
+  nlohmann::json out = parts_json(g.parts);
+  out["wall_s"] = g.wall_s;
+  out["fraction"] = g.fraction();
+  out["ongoing"] = g.ongoing;
+  out["begin"] = utc_ms(std::llround(g.begin * 1000));
+  out["end"] = utc_ms(std::llround(g.end * 1000));
+  out["nodes"] = g.nodes > 0 ? nlohmann::json(g.nodes) : nlohmann::json(nullptr);
+  out["gpus_per_node"] = g.gpus_per_node;
+  // Node-hours (GPU-hours: times the GPUs per node) of the allocation, by part; queue wait holds
+  // none.
+  const auto hours = [&g](double per_node) {
+    nlohmann::json h = {{"total", g.node_hours() * per_node}};
+    for (size_t i = 0; i < kGoodputParts; ++i) {
+      const auto p = static_cast<GoodputPart>(i);
+      h[hours_key(p)] = g.node_hours(p) * per_node;
+    }
+    return h;
+  };
+  out["node_hours"] = g.nodes > 0 ? hours(1) : nlohmann::json(nullptr);
+  out["gpu_hours"] = g.nodes > 0 && g.gpus_per_node > 0
+                         ? hours(static_cast<double>(g.gpus_per_node))
+                         : nlohmann::json(nullptr);
+  out["attempts"] = nlohmann::json::array();
+  for (const auto& step : g.steps) {
+    nlohmann::json a = parts_json(step.parts);
+    a[F::kJobId] = step.job_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(step.job_id);
+    a[F::kRestart] = step.restart;
+    a[F::kStep] = step.srun_step;
+    a[F::kReason] =
+        step.reason ? nlohmann::json(records::name_of(*step.reason)) : nlohmann::json(nullptr);
+    a["pending"] = step.pending;
+    out["attempts"].push_back(a);
+  }
+  return out;
+}
+
+std::string goodput_percent(const nlohmann::json& g) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * g["fraction"].get<double>());
+  return std::string(buf) + (g["ongoing"].get<bool>() ? " so far" : "");
+}
+
+std::string goodput_text(const nlohmann::json& g) {
+  const auto seconds = [&g](GoodputPart p) { return g[std::string(goodput_key(p))].get<double>(); };
+  std::string out = goodput_percent(g) + ": " + std::string(goodput_word(GoodputPart::kTraining)) +
+                    " " + duration_text(seconds(GoodputPart::kTraining)) + " of " +
+                    duration_text(g["wall_s"].get<double>());
+  // The other parts, those that took any time.
+  std::string rest;
+  for (size_t i = 0; i < kGoodputParts; ++i) {
+    const auto p = static_cast<GoodputPart>(i);
+    if (p == GoodputPart::kTraining || seconds(p) < 0.05) continue;
+    rest +=
+        (rest.empty() ? "" : ", ") + std::string(goodput_word(p)) + " " + duration_text(seconds(p));
+  }
+  if (!rest.empty()) out += "; " + rest;
+  char buf[96];
+  if (g["node_hours"].is_object()) {
+    std::snprintf(buf, sizeof buf, "; %.3g node-hours", g["node_hours"]["total"].get<double>());
+    out += buf;
+    if (g["gpu_hours"].is_object()) {
+      std::snprintf(buf, sizeof buf, " (%.3g GPU-hours)", g["gpu_hours"]["total"].get<double>());
+      out += buf;
+    }
+  }
+  return out;
+}
 
 nlohmann::json describe_run_dir(const Snapshot& s) {
   nlohmann::json j;
@@ -294,10 +432,13 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
   if (d.contains("last_metrics") && !d.contains("last_train") && !d.contains("last_eval")) {
     out << indent << "metrics:    " << d["last_metrics"].dump() << '\n';
   }
+  if (d.contains("goodput")) out << indent << "goodput " << goodput_text(d["goodput"]) << '\n';
 }
 
 nlohmann::json status_report(const Snapshot& snapshot, const std::vector<slurm::JobState>& states,
-                             const std::string& slurm_error) {
+                             const std::string& slurm_error, std::optional<double> now) {
+  const double at = now.value_or(unix_time());
+  const bool answered = slurm_error.empty();
   const auto& submission = snapshot.submission;
   nlohmann::json out;
   out["run_dir"] = fs::absolute(snapshot.dir).lexically_normal().string();
@@ -320,10 +461,18 @@ nlohmann::json status_report(const Snapshot& snapshot, const std::vector<slurm::
     for (const auto& task : snapshot.tasks) {
       auto d = describe_run_dir(task);
       d["task"] = *task.task;
+      const std::string id = submission->job_id + "_" + std::to_string(*task.task);
+      if (const auto g = run_goodput(task, states, id, answered, at))
+        d["goodput"] = goodput_json(*g);
       out["tasks"].push_back(d);
     }
   } else {
     out.update(describe_run_dir(snapshot));
+    if (submission) {
+      if (const auto g = run_goodput(snapshot, states, submission->job_id, answered, at)) {
+        out["goodput"] = goodput_json(*g);
+      }
+    }
   }
   return out;
 }

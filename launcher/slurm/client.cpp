@@ -1,5 +1,6 @@
 #include "slurm/client.hpp"
 
+#include <ctime>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -31,10 +32,21 @@ std::vector<JobState> parse_state_lines(const std::string& text, const std::stri
     if (auto sp = s.state.find(' '); sp != std::string::npos) s.state = s.state.substr(0, sp);
     if (parts.size() > 2) s.reason = parts[2];
     if (parts.size() > 3) s.nodes = parts[3];
+    if (parts.size() > 4) s.start = parts[4];
     s.source = source;
     out.push_back(s);
   }
   return out;
+}
+
+std::optional<double> parse_slurm_time(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  tm.tm_isdst = -1;  // local time, with the zone's daylight saving rule for that date
+  const std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
+  return static_cast<double>(t);
 }
 
 std::string state_of(const std::vector<JobState>& states, const std::string& job_id) {
@@ -104,7 +116,7 @@ class CommandClient : public SlurmClient {
   std::vector<JobState> query(const std::string& job_id) override {
     // squeue knows jobs still in the controller's memory, finished ones included (MinJobAge).
     auto r = ask({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + job_id,
-                  "--format=%i|%T|%r|%N"});
+                  "--format=%i|%T|%r|%N|%S"});
     throw_if_unreachable("squeue", r);
     if (r.exit_status == 0) {
       auto states = parse_state_lines(r.out, "squeue");
@@ -112,7 +124,7 @@ class CommandClient : public SlurmClient {
     }
     // sacct knows older jobs where accounting is on.
     r = ask({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + job_id,
-             "--format=JobID,State,ExitCode,NodeList"});
+             "--format=JobID,State,ExitCode,NodeList,Start"});
     if (r.exit_status == 0) return parse_state_lines(r.out, "sacct");
     return {};
   }
@@ -233,7 +245,7 @@ std::vector<JobState> CommandClient::query_all(const std::vector<std::string>& j
   // squeue answers for the jobs it knows and is silent on the others, unless it knows none of
   // them ("Invalid job id specified").
   auto r = ask({"squeue", "--noheader", "--array", "--states=all", "--jobs=" + joined(job_ids),
-                "--format=%i|%T|%r|%N"});
+                "--format=%i|%T|%r|%N|%S"});
   throw_if_unreachable("squeue", r);
   if (r.exit_status != 0 && r.err.find("Invalid job id") == std::string::npos) {
     throw_failed("squeue", r);
@@ -251,7 +263,7 @@ std::vector<JobState> CommandClient::query_all(const std::vector<std::string>& j
   }
   if (!missing.empty()) {
     r = ask({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + joined(missing),
-             "--format=JobID,State,ExitCode,NodeList"});
+             "--format=JobID,State,ExitCode,NodeList,Start"});
     if (r.exit_status == 0) {
       for (auto& s : parse_state_lines(r.out, "sacct")) states.push_back(std::move(s));
     }

@@ -26,6 +26,9 @@ struct JobState {
   std::string reason;  // squeue's reason, or sacct's exit code
   std::string nodes;
   std::string source;  // "squeue" or "sacct"
+  // When the job (its current attempt) started, as Slurm writes it ("2026-11-22T02:48:10", local
+  // time); "N/A", "Unknown" or "None" before it starts (parse_slurm_time).
+  std::string start{};
 };
 
 // sbatch's options besides the script's own.
@@ -110,8 +113,13 @@ std::optional<std::string> parse_job_id(const std::string& text);
 // RUNNING, REQUEUED, COMPLETING and the like are not.
 bool is_terminal_state(const std::string& state);
 
-// Parses "id|state|reason|nodes" lines (squeue -o '%i|%T|%r|%N' and sacct -P alike).
+// Parses "id|state|reason|nodes|start" lines (squeue -o '%i|%T|%r|%N|%S' and sacct -P alike);
+// the fields after the state may be missing.
 std::vector<JobState> parse_state_lines(const std::string& text, const std::string& source);
+
+// Slurm's time stamp ("2026-11-22T02:48:10", in the local time zone, as squeue and sacct write
+// it) as Unix seconds; nullopt for anything else ("N/A", "Unknown", "None").
+std::optional<double> parse_slurm_time(const std::string& text);
 
 // The state of `job_id` among `states` (query's answer): its own line's, else the first line's
 // (squeue may spell an id differently); empty when there is none.

@@ -39,6 +39,7 @@ void fields(TrainRecord& r, V& v) {
   v(field::kWindowFirstStep, r.window_first_step);
   v(field::kWindowSeconds, r.window_seconds);
   v(field::kLossScale, r.loss_scale);
+  v(field::kCheckpointSeconds, r.checkpoint_seconds);
   v(field::kWallTime, r.wall_time);
 }
 

@@ -155,6 +155,7 @@ inline constexpr const char* kImagesPerS = "images_per_s";
 inline constexpr const char* kWindowFirstStep = "window_first_step";
 inline constexpr const char* kWindowSeconds = "window_seconds";
 inline constexpr const char* kLossScale = "loss_scale";
+inline constexpr const char* kCheckpointSeconds = "checkpoint_seconds";
 inline constexpr const char* kTop1 = "top1";
 inline constexpr const char* kTop5 = "top5";
 inline constexpr const char* kSamples = "samples";
@@ -222,7 +223,10 @@ struct TrainRecord {
   std::optional<int64_t> window_first_step;  // the window: window_first_step..step
   std::optional<double> window_seconds;
   std::optional<double> loss_scale;  // 1 when not training in fp16
-  std::optional<double> wall_time;   // Unix time
+  // Seconds the training loop spent blocked in checkpoint saves since the previous train line
+  // (the goodput ledger's checkpoint stalls); absent from workers before it.
+  std::optional<double> checkpoint_seconds;
+  std::optional<double> wall_time;  // Unix time
 };
 
 // After every train.eval_every_epochs epochs and at the end.

@@ -193,6 +193,7 @@ class MetricsOutput : public ReportOutput {
     r.window_first_step = e.first_step;
     r.window_seconds = e.seconds;
     r.loss_scale = e.loss_scale;
+    r.checkpoint_seconds = e.checkpoint_seconds;
     r.wall_time = e.wall_time;
     log_.write(r);
   }

@@ -56,6 +56,7 @@ struct Started {
 struct Trained {
   int64_t step = 0, epoch = 0, epochs = 0, total_steps = 0, first_step = 0;  // epoch from 1
   double loss = 0, lr = 0, images_per_s = 0, seconds = 0, loss_scale = 1, eta_s = 0;
+  double checkpoint_seconds = 0;  // blocked in checkpoint saves since the previous window's line
   double wall_time = 0;
 };
 

@@ -142,6 +142,7 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
 struct Counters {
   int64_t step = 0, first_step = 0, start_epoch = 0, start_consumed = 0;
   double last_step_s = 0;
+  double checkpoint_s = 0;  // blocked in saves since the last train line (its checkpoint_seconds)
 };
 
 // The loss diverged over steps first_step..last_step: the run rolls back when the step ends.
@@ -293,8 +294,10 @@ class Trainer {
       report_window(epoch, lr);
     }
     if (rollback_) return;  // nothing of this step is saved
+    const auto save_start = Clock::now();
     save(checkpointer_->due(at_.step, plan_.total_steps, stop_.requested, agreed),
          /*finished=*/false);
+    at_.checkpoint_s += seconds_since(save_start);
   }
 
   // The log window: one all-reduce of its figures, the stragglers judged, the line reported.
@@ -320,6 +323,8 @@ class Trainer {
     t.loss_scale = loss_scale;
     t.eta_s = static_cast<double>(plan_.total_steps - at_.step) * f.seconds /
               static_cast<double>(f.steps);
+    t.checkpoint_seconds = at_.checkpoint_s;
+    at_.checkpoint_s = 0;
     t.wall_time = wall_time;
     reporter_->report(t);
     // After the line: metrics.jsonl keeps the loss that diverged.
@@ -376,7 +381,10 @@ class Trainer {
     divergence_.rolled_back();
     reporter_->report(RolledBack{r.last_step, to_step, skipped * plan_.global_batch, rollbacks_,
                                  config_.max_rollbacks, r.verdict, unix_time()});
-    if (!save(SaveKind::kBlocking, /*finished=*/false)) {
+    const auto save_start = Clock::now();
+    const bool committed = save(SaveKind::kBlocking, /*finished=*/false);
+    at_.checkpoint_s += seconds_since(save_start);
+    if (!committed) {
       HPCTRAIN_THROW(rt::Error, "the checkpoint after the rollback (step " +
                                     std::to_string(at_.step) +
                                     ") was not committed (the lines above say why)");

@@ -16,6 +16,8 @@ directory it was written from. Expected counts come from the run's files, read h
 - node losses (node_lost, node_lost_requeued, node_lost_chained lines): one .node-loss-mark on the timeline and one
   mark on each wall-time chart per loss with a readable detection time, one .node-loss-row per
   loss in the node-loss table showing the lost and added nodes, and the header's count;
+- the goodput ledger: at least one .goodput-bar per attempts.jsonl line with its start and end
+  (one per srun step; more while the run goes on), whose seconds sum to the wall time within 1%;
 - the run directory's path shows in the header as it is (escaping kept it whole).
 
 check_page.py DOM CHROMIUM_LOG RUN_DIR [--no-metrics]
@@ -244,6 +246,24 @@ def check_timeline(name, d, dom, text):
     return bars, marks, loss_rows
 
 
+def check_goodput(name, d, dom):
+    """One run's goodput bars: one per timed ledger line at least, their seconds the wall time."""
+    box = [a for t, a, s in dom.elements if a.get('class') == 'goodput' and s == name]
+    bars = [a for t, a, s in dom.elements if a.get('class') == 'goodput-bar' and s == name]
+    timed = sum(1 for a in ledger(d) if a.get('start') and a.get('end'))
+    if len(box) != 1:
+        fail('%s: %d goodput sections, expected 1' % (name, len(box)))
+        return 0
+    if len(bars) < timed:
+        fail('%s: %d goodput bars, expected at least %d' % (name, len(bars), timed))
+    if bars:
+        wall = float(box[0]['data-goodput-wall'])
+        total = sum(float(a['data-seconds']) for a in bars)
+        if abs(total - wall) > 0.01 * wall:
+            fail('%s: the goodput bars hold %.3f s, the wall time is %.3f s' % (name, total, wall))
+    return len(bars)
+
+
 def main():
     dom_file, log_file, run_dir = sys.argv[1:4]
     no_metrics = '--no-metrics' in sys.argv[4:]
@@ -275,7 +295,8 @@ def main():
         exp, drawn_here = check_charts(name, d, prefix, charts, no_metrics, dom_text, text)
         drawn += drawn_here
         bars, marks, loss_rows = check_timeline(name, d, dom, text)
-        print('%s: %d charts checked, %d attempt bars, %d checkpoint marks, %d node losses' % (name, len([c for c in exp.values() if c[0]]), bars, marks, loss_rows))
+        goodput_bars = check_goodput(name, d, dom)
+        print('%s: %d charts checked, %d attempt bars, %d checkpoint marks, %d node losses, %d goodput bars' % (name, len([c for c in exp.values() if c[0]]), bars, marks, loss_rows, goodput_bars))
     if not no_metrics and drawn == 0:
         fail('no chart checked')
     if tasks:

@@ -88,3 +88,30 @@ wait_for() {
 ledger_field() {
   sed -n "${2}p" "$1/attempts.jsonl" | jq -r ".$3"
 }
+
+# goodput_adds_up RUN: the goodput ledger of hpctrain status --json (docs/run-directory.md#goodput)
+# has every part, the parts sum to its wall_s within 1%, and wall_s is the time from the first
+# submission to the ledger's last end, within 1% (the ledger's times are whole seconds); prints
+# the goodput line of hpctrain status and the sum.
+goodput_adds_up() {
+  local run=$1 json line
+  json=$("$HPCTRAIN" status --json "$run") || fail "status --json $run"
+  jq -e --slurpfile sub "$run/submissions.jsonl" --slurpfile ledger "$run/attempts.jsonl" '
+    def magnitude: if . < 0 then -. else . end;
+    .goodput as $g
+    | ["queue_wait_s", "startup_s", "training_s", "evaluation_s", "checkpoint_stall_s",
+       "work_lost_s", "recovery_s", "idle_end_s"] as $keys
+    | ($keys | map($g[.] | type == "number" and . >= 0) | all)
+      and $g.wall_s > 0
+      and (([$keys[] | $g[.]] | add) - $g.wall_s | magnitude) <= 0.01 * $g.wall_s
+      and ((($ledger | map(.end | fromdateiso8601) | max)
+            - ($sub[0].submitted_at | fromdateiso8601)) - $g.wall_s | magnitude)
+          <= 0.01 * $g.wall_s
+      and ($g.ongoing | not)' <<<"$json" > /dev/null ||
+    fail "$run: the goodput parts do not add up to the wall time: $(jq -c .goodput <<<"$json")"
+  line=$("$HPCTRAIN" status "$run" | grep -E '^goodput [0-9.]+%: training ') ||
+    fail "$run: status has no goodput line"
+  echo "$line"
+  jq -r '.goodput | "goodput: wall \(.wall_s) s, parts \([.queue_wait_s, .startup_s, .training_s,
+    .evaluation_s, .checkpoint_stall_s, .work_lost_s, .recovery_s, .idle_end_s] | add) s"' <<<"$json"
+}

@@ -9,8 +9,9 @@
 # No manual step in between. Checked: the final weights equal an uninterrupted run's (bitwise:
 # the fingerprints every rank prints), each attempt resumed where a committed checkpoint was,
 # the log keeps every attempt, the ledger records terminated / requeued / completed, and
-# hpctrain status shows the restarts and the last checkpoint; hpctrain report's page of the run
-# loads in a browser and draws every attempt and checkpoint.
+# hpctrain status shows the restarts and the last checkpoint, and its goodput ledger's parts sum
+# to the wall time; hpctrain report's page of the run loads in a browser and draws every attempt
+# and checkpoint.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 source "$here/../support/synthetic_spec.sh"
@@ -86,6 +87,20 @@ got=$(fingerprints "$err")
 status=$("$HPCTRAIN" status "$run")
 grep -Eq '^attempts: +3 \(2 restarts\)' <<<"$status" || fail "status attempts: $status"
 grep -Eq '^checkpoint: step [0-9]+' <<<"$status" || fail "status checkpoint: $status"
+
+# The goodput ledger: the parts add up to the wall time; three attempts, each with training and
+# the two interrupted ones followed by recovery; list shows it in a column.
+goodput_adds_up "$run"
+"$HPCTRAIN" status --json "$run" | jq -e '.goodput
+  | .training_s > 0 and .recovery_s > 0 and .startup_s > 0 and (.attempts | length == 3)
+    and ([.attempts[] | .training_s > 0] | all) and .fraction > 0 and .fraction < 1
+    and .node_hours.total > 0' > /dev/null ||
+  fail "goodput: $("$HPCTRAIN" status --json "$run" | jq -c .goodput)"
+"$HPCTRAIN" list "$work" 2>/dev/null | head -n 1 | grep -q ' GOODPUT ' ||
+  fail "list has no goodput column: $("$HPCTRAIN" list "$work" 2>&1)"
+"$HPCTRAIN" list --json "$work" 2>/dev/null |
+  jq -e '.runs[] | select(.name == "preempted") | .goodput.attempts | length == 3' > /dev/null ||
+  fail "list --json has no goodput: $("$HPCTRAIN" list --json "$work" 2>&1)"
 
 # hpctrain report on this preempted run: the page loads in headless Chromium without an error and
 # shows every attempt, every committed checkpoint and one point per step (tests/report/).

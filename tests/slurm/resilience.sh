@@ -62,6 +62,10 @@ check_replaced() {
     "$run/attempts.jsonl" > /dev/null || fail "$name: ledger is not one node loss then completion"
   "$HPCTRAIN" status "$run" > "$work/$name.status" || fail "$name: status"
   grep -q "node lost: *$lost" "$work/$name.status" || fail "$name: status: $(cat "$work/$name.status")"
+  # The goodput ledger adds up with a node lost; the loss and the spare's start are recovery.
+  goodput_adds_up "$run"
+  "$HPCTRAIN" status --json "$run" | jq -e '.goodput.recovery_s > 0' > /dev/null ||
+    fail "$name: no recovery in the goodput ledger"
   # Steps redone: those the first step took after the checkpoint the second resumed from. The
   # first step's last train line is the last one before the second step's "started" record (a
   # loss right after a checkpoint redoes none, and the steps then go on without a repeat).

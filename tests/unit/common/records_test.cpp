@@ -159,9 +159,11 @@ TEST(Records, ARollbackLineRoundTrips) {
 TEST(Records, TheDocumentedLinesRead) {
   const auto t = std::get<TrainRecord>(parsed(
       R"({"kind":"train","step":40,"epoch":1,"loss":1.1581,"lr":0.1,"images_per_s":367.2,)"
-      R"("window_first_step":31,"window_seconds":3.49,"loss_scale":1.0,"wall_time":1795915802.41})"));
+      R"("window_first_step":31,"window_seconds":3.49,"loss_scale":1.0,"checkpoint_seconds":0.21,)"
+      R"("wall_time":1795915802.41})"));
   EXPECT_EQ(t.step, 40);
   EXPECT_EQ(t.window_first_step, 31);
+  EXPECT_DOUBLE_EQ(*t.checkpoint_seconds, 0.21);
   EXPECT_DOUBLE_EQ(*t.wall_time, 1795915802.41);
   const auto r = std::get<RanksRecord>(parsed(
       R"({"kind":"ranks","step":40,"busy_p50_s":[0.011,0.0106,0.061],"busy_p95_s":[0.012,0.011,)"
@@ -578,7 +580,8 @@ TEST(Records, FieldNamesAreWhatTheWritersWrite) {
   // Every key a fully set record's line holds is named, and nothing else.
   TrainRecord t;
   t.epoch = t.window_first_step = 1;
-  t.loss = t.lr = t.images_per_s = t.window_seconds = t.loss_scale = t.wall_time = 1.0;
+  t.loss = t.lr = t.images_per_s = t.window_seconds = t.loss_scale = t.checkpoint_seconds =
+      t.wall_time = 1.0;
   const auto line = nlohmann::json::parse(to_line(t));
   EXPECT_EQ(line.size(), by["train"].size());
   for (const auto& item : line.items()) EXPECT_TRUE(has("train", item.key().c_str()));

@@ -49,6 +49,7 @@ Trained window() {
   t.seconds = 3.49;
   t.loss_scale = 1;
   t.eta_s = 63.4;
+  t.checkpoint_seconds = 0.25;
   t.wall_time = 1795915802.41;
   return t;
 }
@@ -64,7 +65,7 @@ TEST(Reporter, ATrainWindowReachesTheLogMetricsAndTensorBoardOnce) {
   EXPECT_EQ(lines[0],
             nlohmann::json::parse(R"({"kind":"train","step":40,"epoch":1,"loss":1.1581,"lr":0.1,
               "images_per_s":367.2,"window_first_step":31,"window_seconds":3.49,"loss_scale":1.0,
-              "wall_time":1795915802.41})"));
+              "checkpoint_seconds":0.25,"wall_time":1795915802.41})"));
   const auto events = summaries(dir.path());
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].step, 40);

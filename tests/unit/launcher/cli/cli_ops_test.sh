@@ -111,11 +111,11 @@ expect 1 "never submitted" "$hpctrain" logs "$d"
 # whose ledger ends completed shows that, the others unknown.
 out=$("$hpctrain" list "$tmp/root" 2> "$tmp/list.err") || check_failed "list failed: $(cat "$tmp/list.err")"
 [[ $(grep -c "Slurm was not reachable (.*no Slurm controller was reachable" "$tmp/list.err") == 1 ]] || check_failed "list stderr: $(cat "$tmp/list.err")"
-expected="RUN             STATE             STEP                TOP-1    RESTARTS  ENDED         CHECKPOINT
-drafted         unsubmitted       -/900               -        0         -             none
-group/resumed   ledger:completed  220 (epoch 2/3)     81.25%   1         -             step 200, 3h ago
-sweep/task-000  unknown           -                   -        0         -             none
-sweep/task-001  unknown           7 (epoch 1/3)       -        0         -             none"
+expected="RUN             STATE             STEP                TOP-1    RESTARTS  ENDED         GOODPUT       CHECKPOINT
+drafted         unsubmitted       -/900               -        0         -             -             none
+group/resumed   ledger:completed  220 (epoch 2/3)     81.25%   1         -             -             step 200, 3h ago
+sweep/task-000  unknown           -                   -        0         -             -             none
+sweep/task-001  unknown           7 (epoch 1/3)       -        0         -             -             none"
 [[ $out == "$expected" ]] || check_failed "list output:
 $out
 expected:

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/exit_codes.hpp"
+#include "common/time.hpp"
 #include "run/cancel.hpp"
 #include "run/listing.hpp"
 #include "run/logs.hpp"
@@ -356,16 +357,17 @@ TEST(ListRows, TheTable) {
   EXPECT_EQ(
       header,
       "RUN             STATE             STEP                TOP-1    RESTARTS  ENDED         "
-      "CHECKPOINT");
+      "GOODPUT       CHECKPOINT");
+  // The live run's job runs with no attempt started yet: all queue wait so far.
   EXPECT_EQ(live,
             "live            RUNNING           300/900             75.00%   0         -            "
-            " none");
+            " 0.0% so far   none");
   EXPECT_EQ(fresh,
             "new             unsubmitted       -                   -        0         -            "
-            " none");
+            " -             none");
   EXPECT_EQ(old,
             "old             ledger:completed  40 (epoch 2/3)      -        1         -            "
-            " none");
+            " -             none");
 }
 
 TEST(StatusReport, SubmissionSlurmAndTheRunDirectory) {
@@ -445,7 +447,7 @@ TEST(StatusReport, AChainShowsEveryJobAndNoRequeue) {
   std::ostringstream table;
   print_list(table, listing);
   EXPECT_NE(table.str().find("\nchained  COMPLETED         -                   -        "
-                             "2 (chain: 3 jobs)  -             none\n"),
+                             "2 (chain: 3 jobs)  -             0.0%          none\n"),
             std::string::npos)
       << "list does not say the run went on in a chain:\n"
       << table.str();
@@ -458,7 +460,10 @@ TEST(StatusReport, AsPrinted) {
   ListFixture f;
   const fs::path dir = f.root / "live";
   std::ostringstream live;
-  print_status(live, status_report(snapshot_of(dir), {job_state("11", "PENDING", "Priority")}, ""));
+  // Asked a minute after the submit: the goodput ledger's minute of queue wait.
+  const double now = *parse_utc("2026-11-22T02:49:07Z");
+  print_status(live,
+               status_report(snapshot_of(dir), {job_state("11", "PENDING", "Priority")}, "", now));
   EXPECT_EQ(live.str(),
             "run:        " + dir.string() +
                 "\n"
@@ -470,7 +475,8 @@ TEST(StatusReport, AsPrinted) {
                 "window), loss "
                 "scale ?\n"
                 "trend:      loss 2 at step 300  \u2584\n"
-                "eval:       step 300, epoch 1, top-1 75.00%, top-5 ?%, loss ? (? images)\n");
+                "eval:       step 300, epoch 1, top-1 75.00%, top-5 ?%, loss ? (? images)\n"
+                "goodput 0.0% so far: training 0.0s of 1m00s; queue 1m00s\n");
   std::ostringstream fresh;
   print_status(fresh, status_report(snapshot_of(f.root / "new"), {}, ""));
   EXPECT_NE(fresh.str().find("job:        not submitted\n"), std::string::npos) << fresh.str();

@@ -213,7 +213,7 @@ TEST_F(CommandClientTest, QueriesReadTheirAnswers) {
             "scontrol show hostnames n[1-2]\n"
             "scontrol show config\nscontrol show config\n"
             "sinfo --noheader --all --format=%P|%a|%l|%s|%D|%G\n"
-            "squeue --noheader --array --states=all --jobs=7_2 --format=%i|%T|%r|%N\n");
+            "squeue --noheader --array --states=all --jobs=7_2 --format=%i|%T|%r|%N|%S\n");
 }
 
 // scancel of a step is not waited for: kill_step returns at once, scancel runs on.

@@ -2,6 +2,8 @@
 // tests/slurm covers the real commands.
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 #include "slurm/client.hpp"
 
 namespace hpctrain::slurm {
@@ -28,6 +30,25 @@ TEST(SlurmClient, StateLines) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].state, "CANCELLED");
   EXPECT_EQ(a[0].source, "sacct");
+  const auto started = parse_state_lines("9|RUNNING|None|n1|2026-11-22T02:48:10\n", "squeue");
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started[0].start, "2026-11-22T02:48:10");
+}
+
+// Slurm writes its times in the local time zone, without one named.
+TEST(SlurmClient, SlurmTimes) {
+  std::tm tm{};
+  tm.tm_year = 2026 - 1900;
+  tm.tm_mon = 10;
+  tm.tm_mday = 22;
+  tm.tm_hour = 2;
+  tm.tm_min = 48;
+  tm.tm_sec = 10;
+  tm.tm_isdst = -1;
+  EXPECT_EQ(parse_slurm_time("2026-11-22T02:48:10"), static_cast<double>(std::mktime(&tm)));
+  for (const char* none : {"N/A", "Unknown", "None", "", "2026-11-22T02:48:10Z", "2026-11-22"}) {
+    EXPECT_FALSE(parse_slurm_time(none)) << none;
+  }
 }
 
 }  // namespace
