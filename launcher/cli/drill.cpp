@@ -231,10 +231,12 @@ Row Drill::play(Event event) {
     last_step_ = step;
     return row;
   }
+  // Until training came back and the ledger says what was done: a node replaced in the
+  // allocation gets its line once the replacement step has trained (the line holds recover_s).
   drill::Outcome o;
   wait_until(timeout_s_, [&] {
     o = drill::outcome(run::read_snapshot(dir_), before, played_at);
-    return o.resumed || o.ended;
+    return (o.resumed && !o.did.empty()) || o.ended;
   });
   row.did = o.did.empty() ? "nothing recorded" : o.did;
   row.ok = o.resumed;

@@ -361,6 +361,14 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
   if (const auto* r = records::last_of<records::RanksRecord>(m.records)) {
     j["last_ranks"] = records::to_json(*r);
   }
+  // The divergence guard's rollbacks, each line (docs/resilience.md).
+  nlohmann::json rollbacks = nlohmann::json::array();
+  for (const auto& record : m.records) {
+    if (const auto* r = std::get_if<records::RollbackRecord>(&record)) {
+      rollbacks.push_back(records::to_json(*r));
+    }
+  }
+  j["rollbacks"] = rollbacks;
   if (const auto trend = loss_trend(m.records)) {
     auto loss = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
     nlohmann::json buckets = nlohmann::json::array();
@@ -405,6 +413,15 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
     for (const auto& e : d["node_losses"]) {
       out << indent << "node lost:  " << node_loss_text(e) << '\n';
     }
+  }
+  if (d.contains("rollbacks") && !d["rollbacks"].empty()) {
+    // "rollbacks:  2 (the last at step 52: back to the checkpoint of step 45, 224 samples skipped)"
+    const auto& last = d["rollbacks"].back();
+    out << indent << "rollbacks:  " << d["rollbacks"].size() << " (the last at step "
+        << last.value(F::kStep, int64_t{0}) << ": back to the checkpoint of step "
+        << last.value(F::kRolledBackTo, int64_t{0}) << ", "
+        << last.value(F::kSamplesSkipped, int64_t{0}) << " samples skipped; "
+        << last.value(F::kMessage, std::string()) << ")\n";
   }
   out << indent << "checkpoint: " << checkpoint_text(d) << '\n';
   // The latest training and evaluation figures, as a person reads them; the raw last line when

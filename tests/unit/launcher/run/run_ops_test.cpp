@@ -495,6 +495,23 @@ TEST(StatusReport, AsPrinted) {
   print_status(windowed, status_report(snapshot_of(dir), {}, ""));
   EXPECT_NE(windowed.str().find(", 742 images/s (steps 406-500), "), std::string::npos)
       << windowed.str();
+  // The divergence guard's rollbacks: how many, and the last.
+  std::ofstream(dir / "metrics.jsonl", std::ios::app)
+      << "{\"kind\":\"rollback\",\"step\":15,\"rolled_back_to\":10,\"skipped_from\":11,"
+         "\"samples_skipped\":160,\"rollbacks\":1,\"message\":\"the loss is nan\"}\n"
+      << "{\"kind\":\"rollback\",\"step\":52,\"rolled_back_to\":45,\"skipped_from\":46,"
+         "\"samples_skipped\":224,\"rollbacks\":2,\"message\":\"the loss is -nan over steps "
+         "49-52\"}\n";
+  const auto rolled = status_report(snapshot_of(dir), {}, "");
+  EXPECT_EQ(rolled["rollbacks"].size(), 2u);
+  EXPECT_EQ(rolled["rollbacks"][1]["rolled_back_to"], 45);
+  std::ostringstream rolled_text;
+  print_status(rolled_text, rolled);
+  EXPECT_NE(rolled_text.str().find("rollbacks:  2 (the last at step 52: back to the checkpoint of "
+                                   "step 45, 224 samples skipped; the loss is -nan over steps "
+                                   "49-52)\n"),
+            std::string::npos)
+      << rolled_text.str();
   std::ostringstream purged;
   print_status(purged, status_report(snapshot_of(dir), {}, ""));
   EXPECT_NE(purged.str().find("slurm:      unknown to squeue and sacct (finished and purged, or "
