@@ -125,7 +125,7 @@ class Drill {
   int64_t timeout_s_;
   std::string kill_command_;  // Options::kill_command
   int64_t last_step_ = 0;     // the checkpoint the last event was played on
-  double last_played_ = 0;  // when (unix seconds)
+  double last_played_ = 0;    // when (unix seconds)
 };
 
 bool Drill::ready_for_next(int64_t* step) const {

@@ -36,7 +36,7 @@ std::vector<Event> default_events(const spec::Spec& spec);
 struct Options {
   int64_t steps = 40;             // train.max_steps of the short version
   std::string time = "00:30:00";  // its job.time
-  std::vector<Event> events;  // empty: default_events()
+  std::vector<Event> events;      // empty: default_events()
   // How the kill-node event loses a node: a command run by /bin/sh with the node's name as $1 (a
   // site's power-off or fencing tool, the test cluster's slurm-multinode.sh kill); empty: SIGKILL
   // to every worker of the job on the node (its processes die, its slurmd stays).

@@ -157,11 +157,18 @@ double Goodput::node_hours() const {
   return out;
 }
 
-std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
-                                       const std::vector<MetricsRecord>& metrics,
-                                       const GoodputClock& clock) {
-  // The segments: one per ledger line with readable times, in ledger order, and the attempt
-  // running now (Slurm says the run goes on, and it has started).
+namespace {
+
+// The run's srun steps with their workers' lines, and whether the run goes on.
+struct Segments {
+  std::vector<Segment> list;
+  bool active = false;
+};
+
+// The segments: one per ledger line with readable times, in ledger order, and the attempt
+// running now (Slurm says the run goes on, and it has started).
+Segments gather_segments(const std::vector<Attempt>& attempts,
+                         const std::vector<MetricsRecord>& metrics, const GoodputClock& clock) {
   std::vector<Segment> segments;
   for (const auto& a : attempts) {
     const auto start = parse_utc(a.start);
@@ -210,6 +217,56 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
     if (!unmatched.empty()) take(seg, *unmatched.back());
     segments.push_back(std::move(seg));
   }
+  return {std::move(segments), active};
+}
+
+// One step's time from its start `s` to its end `e` into `parts`: `trained` says whether the run
+// had trained before it, `ends_run` whether it is the last step of a run that is over.
+void account_step(const Segment& seg, double s, double e, bool trained, bool ends_run,
+                  bool running_now, GoodputParts& parts) {
+  if (!seg.first) {
+    // No training step: start-up until the run first trains, then recovery; a last step that
+    // ends the run without training (it had finished already) is idle at the end.
+    parts[!trained ? P::kStartup : ends_run ? P::kIdleEnd : P::kRecovery] += e - s;
+    return;
+  }
+  const double t0 = std::clamp(seg.first->wall_time, s, e);
+  // A step running now is training since its last line (the steps in progress).
+  const double tl = running_now ? e : std::clamp(seg.last_progress, t0, e);
+  // Start -> first step: start-up for the run's first, recovery for a resumed one.
+  parts[trained ? P::kRecovery : P::kStartup] += t0 - s;
+  // First step -> last line: training, less the evaluations (each eval line's seconds, ending at
+  // its wall time) and the checkpoint stalls (each train line's checkpoint_seconds, in the window
+  // the line closes) within it; of the training, the part after the time the ledger's last
+  // committed checkpoint step was reached is work lost when the step ended without completing the
+  // run (the next attempt computes those steps again).
+  const double span = tl - t0;
+  const double eval = std::min(overlap(seg.evals, t0, tl), span);
+  const double stall = std::min(overlap(seg.stalls, t0, tl), span - eval);
+  const double train = span - eval - stall;
+  double lost = 0;
+  if (seg.line && seg.line->reason != records::Reason::kCompleted) {
+    const int64_t committed = seg.line->last_step.value_or(-1);
+    const double tc = std::clamp(time_at_step(seg, committed), t0, tl);
+    lost = (tl - tc) - overlap(seg.evals, tc, tl) - overlap(seg.stalls, tc, tl);
+    lost = std::clamp(lost, 0.0, train);
+  }
+  parts[P::kTraining] += train - lost;
+  parts[P::kWorkLost] += lost;
+  parts[P::kEvaluation] += eval;
+  parts[P::kCheckpointStall] += stall;
+  // Last line -> end: the run's end (saving the final weights, exiting) is idle at the end; any
+  // other step's is detection and recovery (the steps after its last line, the stop, the exit,
+  // the supervisor's decision).
+  parts[ends_run ? P::kIdleEnd : P::kRecovery] += e - tl;
+}
+
+}  // namespace
+
+std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
+                                       const std::vector<MetricsRecord>& metrics,
+                                       const GoodputClock& clock) {
+  const auto [segments, active] = gather_segments(attempts, metrics, clock);
   // Nothing to account: no attempt with its times, and no submission to count a wait from.
   if (segments.empty() && !(active && clock.submitted)) return std::nullopt;
 
@@ -249,43 +306,8 @@ std::optional<Goodput> compute_goodput(const std::vector<Attempt>& attempts,
                               segments[i - 1].line->restart == seg.line->restart;
     parts[same_attempt ? P::kRecovery : P::kQueueWait] += s - t;
     const bool last = i + 1 == segments.size();
-    if (!seg.first) {
-      // No training step: start-up until the run first trains, then recovery; a last step that
-      // ends the run without training (it had finished already) is idle at the end.
-      const P part = !trained ? P::kStartup : last && !active ? P::kIdleEnd : P::kRecovery;
-      parts[part] += e - s;
-    } else {
-      const double t0 = std::clamp(seg.first->wall_time, s, e);
-      // A step running now is training since its last line (the steps in progress).
-      const double tl = (!seg.line && active) ? e : std::clamp(seg.last_progress, t0, e);
-      // Start -> first step: start-up for the run's first, recovery for a resumed one.
-      parts[trained ? P::kRecovery : P::kStartup] += t0 - s;
-      // First step -> last line: training, less the evaluations (each eval line's seconds,
-      // ending at its wall time) and the checkpoint stalls (each train line's
-      // checkpoint_seconds, in the window the line closes) within it; of the training, the part
-      // after the time the ledger's last committed checkpoint step was reached is work lost when
-      // the step ended without completing the run (the next attempt computes those steps again).
-      const double span = tl - t0;
-      const double eval = std::min(overlap(seg.evals, t0, tl), span);
-      const double stall = std::min(overlap(seg.stalls, t0, tl), span - eval);
-      const double train = span - eval - stall;
-      double lost = 0;
-      if (seg.line && seg.line->reason != records::Reason::kCompleted) {
-        const int64_t committed = seg.line->last_step.value_or(-1);
-        const double tc = std::clamp(time_at_step(seg, committed), t0, tl);
-        lost = (tl - tc) - overlap(seg.evals, tc, tl) - overlap(seg.stalls, tc, tl);
-        lost = std::clamp(lost, 0.0, train);
-      }
-      parts[P::kTraining] += train - lost;
-      parts[P::kWorkLost] += lost;
-      parts[P::kEvaluation] += eval;
-      parts[P::kCheckpointStall] += stall;
-      // Last line -> end: the run's end (saving the final weights, exiting) is idle at the end;
-      // any other step's is detection and recovery (the steps after its last line, the stop, the
-      // exit, the supervisor's decision).
-      parts[last && !active ? P::kIdleEnd : P::kRecovery] += e - tl;
-      trained = true;
-    }
+    account_step(seg, s, e, trained, last && !active, !seg.line && active, parts);
+    if (seg.first) trained = true;
     t = e;
     g.steps.push_back(std::move(step));
   }

@@ -319,9 +319,10 @@ void Supervisor::look_again(int status) {
            host + ", none of the step's nodes (" + join(nodes_.training) + "): not replaced");
     } else if (std::none_of(loss_.dead.begin(), loss_.dead.end(),
                             [&](const auto& d) { return d.first == *node; })) {
-      loss_.dead.emplace_back(*node, v->kind == records::MetricsKind::kHang      ? LossCause::kHang
-                                     : v->kind == records::MetricsKind::kCorrupt ? LossCause::kCorruption
-                                                                                 : LossCause::kStraggler);
+      loss_.dead.emplace_back(*node, v->kind == records::MetricsKind::kHang ? LossCause::kHang
+                                     : v->kind == records::MetricsKind::kCorrupt
+                                         ? LossCause::kCorruption
+                                         : LossCause::kStraggler);
     }
   }
   if (loss_.dead.empty()) return;

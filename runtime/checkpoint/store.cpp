@@ -206,13 +206,13 @@ Store::Store(std::string dir, StoreOptions options, int rank, int world_size, En
   // every later attempt trains from.
   if (st->uid != ::geteuid()) {
     HPCTRAIN_THROW(rt::EnvError, "checkpoint directory " + dir_ + " belongs to uid " +
-                                  std::to_string(st->uid) + ", not to this user (uid " +
-                                  std::to_string(::geteuid()) + "); refusing to use it");
+                                     std::to_string(st->uid) + ", not to this user (uid " +
+                                     std::to_string(::geteuid()) + "); refusing to use it");
   }
   if (st->mode & 002) {
     HPCTRAIN_THROW(rt::EnvError, "checkpoint directory " + dir_ + " is writable by others (mode " +
-                                  octal(st->mode) + "); refusing to use it (chmod o-w " + dir_ +
-                                  ")");
+                                     octal(st->mode) + "); refusing to use it (chmod o-w " + dir_ +
+                                     ")");
   }
 }
 

@@ -280,7 +280,7 @@ struct SuspectsRecord {
 // A "rollback" line: the divergence guard found the loss diverged and the run rolled back to a
 // checkpoint, skipping the samples of the steps since (docs/resilience.md).
 struct RollbackRecord {
-  int64_t step = 0;  // the last offending step: training goes on after it
+  int64_t step = 0;                        // the last offending step: training goes on after it
   std::optional<int64_t> rolled_back_to;   // the checkpoint's step
   std::optional<int64_t> skipped_from;     // the first step skipped (rolled_back_to + 1)
   std::optional<int64_t> samples_skipped;  // all ranks' together

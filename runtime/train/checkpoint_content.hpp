@@ -49,9 +49,9 @@ namespace hpctrain::train {
 
 // Where training stands at a step boundary.
 struct Position {
-  int64_t step = 0;      // optimizer steps completed
-  int64_t epoch = 0;     // the epoch being read (0-based)
-  int64_t consumed = 0;  // samples of that epoch's order consumed by all ranks together
+  int64_t step = 0;       // optimizer steps completed
+  int64_t epoch = 0;      // the epoch being read (0-based)
+  int64_t consumed = 0;   // samples of that epoch's order consumed by all ranks together
   int64_t rollbacks = 0;  // times the divergence guard rolled the run back before this step
 };
 

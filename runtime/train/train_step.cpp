@@ -15,7 +15,7 @@
 namespace hpctrain::train {
 
 TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
-                                             int rank) {
+                                              int rank) {
   TrainStepOptions o;
   o.precision = spec.train.precision;
   o.label_smoothing = spec.train.label_smoothing;
@@ -127,9 +127,8 @@ at::Tensor TrainStep::forward_loss(const DeviceBatch& batch) {
   at::Tensor logits = model_->forward(batch.images);
   if (options_.faulty) logits = logits + 1e-3;  // a test's silent data corruption
   at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels, ce);
-  if (options_.poison_sample &&
-      std::find(batch.samples.begin(), batch.samples.end(), *options_.poison_sample) !=
-          batch.samples.end()) {
+  if (options_.poison_sample && std::find(batch.samples.begin(), batch.samples.end(),
+                                          *options_.poison_sample) != batch.samples.end()) {
     loss = loss * std::numeric_limits<double>::quiet_NaN();  // a test's corrupt sample
   }
   return loss;

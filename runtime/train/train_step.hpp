@@ -52,7 +52,7 @@ struct TrainStepOptions {
   bool faulty = false;                   // TrainHooks::faulty_rank is this rank
 };
 TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
-                                             int rank);
+                                              int rank);
 
 // The model's parameters in named_parameters() order.
 struct ModelParams {

@@ -47,9 +47,9 @@ double peak_rss_mib() {
 // What the loop itself needs of the spec.
 struct TrainerConfig {
   int64_t epochs = 0, eval_every_epochs = 0, log_every_steps = 1;
-  std::string arch, precision;    // their names, for the log
-  int64_t batch_size = 0;         // per rank
-  int64_t max_rollbacks = 0;      // resilience.max_rollbacks
+  std::string arch, precision;  // their names, for the log
+  int64_t batch_size = 0;       // per rank
+  int64_t max_rollbacks = 0;    // resilience.max_rollbacks
   bool replay_on_divergence = false;
   std::string srun_step_tag;      // TrainOptions::srun_step_tag
   std::filesystem::path weights;  // where rank 0 writes the final weights; empty: nowhere
@@ -151,6 +151,16 @@ struct PendingRollback {
   int64_t first_step = 0, last_step = 0;
 };
 
+// The divergence guard and what follows its verdicts: the rollback due, the run's rollbacks so
+// far, and the replay's source of another rank's batches.
+struct Divergence {
+  DivergenceGuard guard;
+  std::optional<PendingRollback> pending;
+  int64_t rollbacks = 0;      // the run's, from the checkpoint resumed and this attempt's
+  int64_t skipped_steps = 0;  // this attempt's steps skipped by rollbacks
+  std::function<std::unique_ptr<TrainInput>(int rank)> input_of_rank;  // replay_on_divergence
+};
+
 // Why the run stops before its end, once it does.
 struct StopState {
   bool requested = false;
@@ -172,8 +182,8 @@ class Trainer {
         reporter_(std::move(parts.reporter)),
         stragglers_(std::move(parts.stragglers)),
         window_(comm),
-        divergence_(parts.divergence),
-        input_of_rank_(std::move(parts.input_of_rank)) {}
+        divergence_{DivergenceGuard(parts.divergence), std::nullopt, 0, 0,
+                    std::move(parts.input_of_rank)} {}
 
   TrainResult run() {
     restore();
@@ -193,7 +203,7 @@ class Trainer {
     int64_t epoch = at_.start_epoch, consumed = at_.start_consumed;
     while (epoch < config_.epochs && at_.step < plan_.total_steps) {
       train_epoch(epoch, consumed);
-      if (rollback_) {
+      if (divergence_.pending) {
         // Training goes on where the skip ended, in this epoch or a later one.
         const data::LoaderState at = roll_back();
         epoch = at.epoch;
@@ -210,7 +220,7 @@ class Trainer {
     progress::enter(progress::Phase::kFinishing);
     result.steps = at_.step;
     result.train_seconds = seconds_since(t0) - validator_->seconds();  // training alone
-    const int64_t trained = at_.step - at_.first_step - skipped_steps_;
+    const int64_t trained = at_.step - at_.first_step - divergence_.skipped_steps;
     result.images_per_s =
         trained > 0 ? static_cast<double>(trained * plan_.global_batch) / result.train_seconds : 0;
     return stop_.requested ? stopped(result) : finished(result);
@@ -222,7 +232,7 @@ class Trainer {
     resumed_ = checkpointer_->restore(train_step_->state());
     if (resumed_) {
       resume_from(*resumed_);
-      rollbacks_ = resumed_->position.rollbacks;
+      divergence_.rollbacks = resumed_->position.rollbacks;
     }
     progress::begin_training(at_.step);
     train_step_->restored();
@@ -269,7 +279,7 @@ class Trainer {
       const auto now = Clock::now();
       at_.last_step_s = std::chrono::duration<double>(now - last_step_end).count();
       last_step_end = now;
-      if (stop_.requested || rollback_) return;
+      if (stop_.requested || divergence_.pending) return;
     }
   }
 
@@ -293,7 +303,7 @@ class Trainer {
         stop_.requested) {
       report_window(epoch, lr);
     }
-    if (rollback_) return;  // nothing of this step is saved
+    if (divergence_.pending) return;  // nothing of this step is saved
     const auto save_start = Clock::now();
     save(checkpointer_->due(at_.step, plan_.total_steps, stop_.requested, agreed),
          /*finished=*/false);
@@ -328,7 +338,7 @@ class Trainer {
     t.wall_time = wall_time;
     reporter_->report(t);
     // After the line: metrics.jsonl keeps the loss that diverged.
-    if (auto verdict = divergence_.watch(f.first_step, at_.step, f.mean_loss, loss_scale)) {
+    if (auto verdict = divergence_.guard.watch(f.first_step, at_.step, f.mean_loss, loss_scale)) {
       divergence_found(*verdict, f.first_step);
     }
   }
@@ -337,14 +347,14 @@ class Trainer {
   // the run rolls back when the step ends, or stops as diverged once it has rolled back
   // resilience.max_rollbacks times.
   void divergence_found(const std::string& verdict, int64_t first_step) {
-    if (rollbacks_ >= config_.max_rollbacks) {
+    if (divergence_.rollbacks >= config_.max_rollbacks) {
       diverged(config_.max_rollbacks == 0
                    ? verdict + " (resilience.max_rollbacks = 0: no rollback)"
-                   : verdict + "; the run rolled back " + std::to_string(rollbacks_) +
+                   : verdict + "; the run rolled back " + std::to_string(divergence_.rollbacks) +
                          " times already (resilience.max_rollbacks = " +
                          std::to_string(config_.max_rollbacks) + ")");
     }
-    rollback_ = PendingRollback{verdict, first_step, at_.step};
+    divergence_.pending = PendingRollback{verdict, first_step, at_.step};
   }
 
   // The rollback (collective, every rank alike): restores the newest checkpoint before the
@@ -353,18 +363,18 @@ class Trainer {
   // so that an attempt that resumes after this goes on past the skipped samples. Returns the
   // position training goes on from.
   data::LoaderState roll_back() {
-    const PendingRollback r = *std::exchange(rollback_, std::nullopt);
+    const PendingRollback r = *std::exchange(divergence_.pending, std::nullopt);
     progress::enter(progress::Phase::kCheckpoint);
     checkpointer_->drain();
     const std::optional<Resumed> back =
         checkpointer_->restore(train_step_->state(), r.first_step - 1);
     if (!back) {
-      diverged(r.verdict + "; no committed checkpoint before step " +
-               std::to_string(r.first_step) + " to roll back to");
+      diverged(r.verdict + "; no committed checkpoint before step " + std::to_string(r.first_step) +
+               " to roll back to");
     }
     train_step_->restored();
     const int64_t to_step = step_of(*back);
-    if (input_of_rank_ && comm_.size() > 1 && !train_step_->local_sgd()) {
+    if (divergence_.input_of_rank && comm_.size() > 1 && !train_step_->local_sgd()) {
       if (replay_finds_fault(r, *back, to_step)) return input_->state();  // stopping
       // The replay moved the batch-norm statistics: the checkpoint again.
       checkpointer_->restore(train_step_->state(), r.first_step - 1);
@@ -374,13 +384,14 @@ class Trainer {
     const data::LoaderState at =
         input_->skip(back->position.epoch, back->position.consumed, skipped, plan_.global_batch);
     at_.step = r.last_step;
-    skipped_steps_ += skipped;
+    divergence_.skipped_steps += skipped;
     progress::set_step(at_.step);
-    ++rollbacks_;
+    ++divergence_.rollbacks;
     window_.discard();
-    divergence_.rolled_back();
-    reporter_->report(RolledBack{r.last_step, to_step, skipped * plan_.global_batch, rollbacks_,
-                                 config_.max_rollbacks, r.verdict, unix_time()});
+    divergence_.guard.rolled_back();
+    reporter_->report(RolledBack{r.last_step, to_step, skipped * plan_.global_batch,
+                                 divergence_.rollbacks, config_.max_rollbacks, r.verdict,
+                                 unix_time()});
     const auto save_start = Clock::now();
     const bool committed = save(SaveKind::kBlocking, /*finished=*/false);
     at_.checkpoint_s += seconds_since(save_start);
@@ -438,7 +449,7 @@ class Trainer {
     };
     recompute(*input_, rank, 0);
     for (const int of : witnessed_by(witness, rank)) {
-      const std::unique_ptr<TrainInput> theirs = input_of_rank_(of);
+      const std::unique_ptr<TrainInput> theirs = divergence_.input_of_rank(of);
       recompute(*theirs, of, 1);
     }
     context.setDeterministicCuDNN(deterministic);
@@ -462,18 +473,20 @@ class Trainer {
                                    std::to_string(to_step);
     const std::optional<Fault> fault = fault_of(disagreeing, hosts);
     if (!fault) {
-      reporter_->report(Replayed{r.last_step,
-                                 disagreeing.empty()
-                                     ? recomputed + ": every result agrees; the loss itself diverged"
-                                     : recomputed + ": " + std::to_string(disagreeing.size()) +
-                                           " ranks' results differ from their witnesses', with no "
-                                           "one node in every disagreement; rolling back"});
+      reporter_->report(
+          Replayed{r.last_step, disagreeing.empty()
+                                    ? recomputed + ": every result agrees; the loss itself diverged"
+                                    : recomputed + ": " + std::to_string(disagreeing.size()) +
+                                          " ranks' results differ from their witnesses', with no "
+                                          "one node in every disagreement; rolling back"});
       return false;
     }
     std::string ranks_text;
-    for (const int q : fault->ranks) ranks_text += (ranks_text.empty() ? "" : ", ") + std::to_string(q);
-    const std::string who = fault->host.empty() ? "rank " + ranks_text
-                                                : "node " + fault->host + " (ranks " + ranks_text + ")";
+    for (const int q : fault->ranks)
+      ranks_text += (ranks_text.empty() ? "" : ", ") + std::to_string(q);
+    const std::string who = fault->host.empty()
+                                ? "rank " + ranks_text
+                                : "node " + fault->host + " (ranks " + ranks_text + ")";
     const std::string message = "silent data corruption: " + who +
                                 " computed other results than its witnesses on other ranks for the "
                                 "same batches from the same weights (" +
@@ -521,7 +534,7 @@ class Trainer {
     if (kind == SaveKind::kNone) return true;
     // No checkpoint of weights that a non-finite loss came from (fp32 and bf16; in fp16 the loss
     // scaler skips such steps): one all-reduce per save.
-    if (!divergence_.fp16() && !window_.finite_so_far()) {
+    if (!divergence_.guard.fp16() && !window_.finite_so_far()) {
       const std::string verdict =
           "a loss since the last log line is not finite (found before the checkpoint of step " +
           std::to_string(at_.step) + ", which is not written)";
@@ -533,8 +546,8 @@ class Trainer {
     train_step_->flush();
     const data::LoaderState loader = input_->state();
     return checkpointer_->save(train_step_->state(),
-                               {at_.step, loader.epoch, loader.consumed, rollbacks_}, finished,
-                               kind);
+                               {at_.step, loader.epoch, loader.consumed, divergence_.rollbacks},
+                               finished, kind);
   }
 
   TrainResult stopped(TrainResult result) {
@@ -593,13 +606,9 @@ class Trainer {
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<StragglerMonitor> stragglers_;
   LogWindow window_;
-  DivergenceGuard divergence_;
-  std::function<std::unique_ptr<TrainInput>(int rank)> input_of_rank_;  // replay_on_divergence
+  Divergence divergence_;
   Counters at_;
   StopState stop_;
-  std::optional<PendingRollback> rollback_;
-  int64_t rollbacks_ = 0;      // the run's, from the checkpoint resumed and this attempt's
-  int64_t skipped_steps_ = 0;  // this attempt's steps skipped by rollbacks
   std::optional<Resumed> resumed_;
 };
 

@@ -36,8 +36,8 @@ TEST(Drill, AKilledNodeIsPlayedByDefaultWhereThereIsASpare) {
   EXPECT_EQ(default_events(spec),
             (std::vector<Event>{Event::kPreempt, Event::kRequeue, Event::kHang}));
   spec.resilience.spare_nodes = 1;
-  EXPECT_EQ(default_events(spec), (std::vector<Event>{Event::kPreempt, Event::kRequeue,
-                                                      Event::kHang, Event::kKillNode}));
+  EXPECT_EQ(default_events(spec),
+            (std::vector<Event>{Event::kPreempt, Event::kRequeue, Event::kHang, Event::kKillNode}));
 }
 
 TEST(Drill, TheShortSpecCheckpointsEveryEighthOfItsSteps) {
