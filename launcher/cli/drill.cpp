@@ -115,9 +115,12 @@ class Drill {
   std::string act(Event event, const std::string& job_id);
   // Runs `script` (with $1 = the job) inside the job on one of its nodes that runs a worker, the
   // last first (the batch host, which trains last, is usually the first; spares the step does
-  // not train on have none); the node it ran on, or nullopt with why not in `why`.
+  // not train on have none); the node it ran on, or nullopt with why not in `why`. With
+  // `printed_is_done`, a run that printed a pid counts as done whatever its exit status: killing
+  // the ranks ends the step, and the job's requeue may cancel the script's own step before it
+  // exits.
   std::optional<std::string> on_a_worker_node(const std::string& job_id, const char* script,
-                                              std::string* why);
+                                              std::string* why, bool printed_is_done = false);
 
   slurm::SlurmClient& slurm_;
   const spec::Spec& spec_;
@@ -167,7 +170,7 @@ std::string Drill::act(Event event, const std::string& job_id) {
     case Event::kKillNode: {
       if (kill_command_.empty()) {
         std::string why;
-        const auto node = on_a_worker_node(job_id, kKillRanks, &why);
+        const auto node = on_a_worker_node(job_id, kKillRanks, &why, /*printed_is_done=*/true);
         if (!node) return "could not kill the ranks of a node (" + why + ")";
         std::cerr << "drill: SIGKILL to the ranks of job " << job_id << " on " << *node << "\n";
         return "";
@@ -189,7 +192,7 @@ std::string Drill::act(Event event, const std::string& job_id) {
 }
 
 std::optional<std::string> Drill::on_a_worker_node(const std::string& job_id, const char* script,
-                                                   std::string* why) {
+                                                   std::string* why, bool printed_is_done) {
   const auto states = slurm_.query(job_id);
   const auto nodes =
       states.empty() ? std::vector<std::string>() : slurm_.hostnames(states.front().nodes);
@@ -200,7 +203,8 @@ std::optional<std::string> Drill::on_a_worker_node(const std::string& job_id, co
   std::string tried;
   for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {
     const auto r = slurm_.run_in_job(job_id, *node, {"bash", "-c", script, "drill", job_id});
-    if (r.exit_status == 0) return *node;
+    const bool printed_pid = r.out.find_first_of("0123456789") != std::string::npos;
+    if (r.exit_status == 0 || (printed_is_done && printed_pid)) return *node;
     std::string said = r.err + r.out;
     while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) {
       said.pop_back();

@@ -354,6 +354,13 @@ class Trainer {
                          " times already (resilience.max_rollbacks = " +
                          std::to_string(config_.max_rollbacks) + ")");
     }
+    // A rollback now would skip the rest of training and end on the checkpoint's weights, a run
+    // called completed that never trained past its divergence.
+    if (at_.step >= plan_.total_steps) {
+      diverged(verdict +
+               "; the last steps of training diverged, and a rollback would skip to the "
+               "end");
+    }
     divergence_.pending = PendingRollback{verdict, first_step, at_.step};
   }
 

@@ -156,7 +156,9 @@ if os.path.exists(f"{step}/local_sgd.pt"):
     held.update("local_sgd." + key.split(".")[0]
                 for key in torch.load(f"{step}/local_sgd.pt", weights_only=True))
 trainer = json.load(open(f"{step}/trainer.json"))
-metadata = {"format_version", "resume", "time", "world_size", "batch_size", "finished"}
+# rollbacks: the divergence guard's count, which no weight depends on in a run that does not
+# diverge; tests/integration/rollback.sh checks that a resume restores it.
+metadata = {"format_version", "resume", "time", "world_size", "batch_size", "finished", "rollbacks"}
 for key, value in trainer.items():
     if key in ("step", "epoch", "consumed"):
         held.add("position." + key)
