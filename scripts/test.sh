@@ -2,12 +2,12 @@
 # Builds hpctrain and runs the whole test suite: unit, integration, slurm (a local Slurm cluster
 # this run starts and stops) and gpu (skips itself without CUDA); then the unit tests of the
 # torch-free libraries (launcher, spec, data, dist core, preempt, checkpoint, tensorboard) again
-# under AddressSanitizer and UndefinedBehaviorSanitizer; then the torch-free test programs whose
-# code runs threads or children (the loader and the JPEG converter, the checkpoint store, the
-# rank's progress, run_command, the stop signals, the step supervisor) under ThreadSanitizer; then
-# the JPEG code against libjpeg's 8 API, as Ubuntu ships it (scripts/jpeg8-check.sh; the main build
-# has Debian's 6.2 API); the builds of those three run beside the main tests, at the lowest CPU
-# priority. Installs what is missing first.
+# under AddressSanitizer and UndefinedBehaviorSanitizer; beside that pass, the torch-free test
+# programs whose code runs threads or children (the loader and the JPEG converter, the checkpoint
+# store, the rank's progress, run_command, the stop signals, the step supervisor, the heartbeat and
+# the checkpoint commit) under ThreadSanitizer, and the JPEG code against libjpeg's 8 API, as
+# Ubuntu ships it (scripts/jpeg8-check.sh; the main build has Debian's 6.2 API); the builds of
+# those three run beside the main tests, at the lowest CPU priority. Installs what is missing first.
 # The CUDA build (-DHPCTRAIN_CUDA=ON) is compiled wherever nvcc is found (CUDACXX, PATH, then
 # $CUDA_HOME/bin, default /usr/local/cuda/bin), so the GPU code compiles in CI even without a GPU;
 # with CI=true a missing nvcc is an error, elsewhere it is a CPU build.
@@ -119,6 +119,42 @@ if ! wait "$side_pid"; then
 fi
 grep '^==>' "$side_log" | sed 's/^==>/  built:/'
 
+# The ThreadSanitizer and libjpeg 8 passes run beside the ASan+UBSan one, whose time is mostly
+# the step supervisor's tests waiting on their stand-in steps; each writes a log, printed when it
+# ends (whole if it failed).
+tsan_pass() {
+  # A report makes the program exit non-zero (TSan's exitcode), so the test fails.
+  TSAN_OPTIONS=second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L tsan || {
+    local status=$?
+    failed_tests_tail build-tsan
+    return "$status"
+  }
+}
+jpeg8_pass() {
+  scripts/jpeg8-check.sh test || {
+    local status=$?
+    failed_tests_tail "${HPCTRAIN_JPEG8_BUILD_DIR:-build-jpeg8}"
+    return "$status"
+  }
+}
+beside_pids=() beside_what=()
+beside() {  # beside WHAT LOG FUNCTION: FUNCTION in the background (its own process group)
+  set -m
+  "$3" >"$2" 2>&1 &
+  beside_pids+=($!) beside_what+=("$1|$2")
+  set +m
+}
+stop_beside() { local p; for p in "${beside_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done; wait; }
+if [[ ${HPCTRAIN_TSAN:-1} != 0 ]]; then
+  step "threaded torch-free tests under ThreadSanitizer (build-tsan), beside the next pass"
+  beside "threaded torch-free tests under ThreadSanitizer (build-tsan)" "$build/tsan-pass.log" tsan_pass
+fi
+if [[ ${HPCTRAIN_JPEG8:-1} != 0 ]]; then
+  step "JPEG code against the libjpeg 8 API (build-jpeg8), beside the next pass"
+  beside "JPEG code against the libjpeg 8 API (build-jpeg8)" "$build/jpeg8-pass.log" jpeg8_pass
+fi
+
 if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
   step "torch-free unit tests under ASan+UBSan (build-asan)"
   # Twice the cores: most of this pass's time is the step supervisor's tests waiting on their
@@ -126,28 +162,23 @@ if [[ ${HPCTRAIN_SANITIZE:-1} != 0 ]]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j $((2 * jobs)) -L unit -LE build_check || {
     status=$?
+    stop_beside
     failed_tests_tail build-asan
     exit "$status"
   }
 fi
 
-if [[ ${HPCTRAIN_TSAN:-1} != 0 ]]; then
-  # A report makes the program exit non-zero (TSan's exitcode), so the test fails.
-  step "threaded torch-free tests under ThreadSanitizer (build-tsan)"
-  TSAN_OPTIONS=second_deadlock_stack=1 \
-    ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L tsan || {
-    status=$?
-    failed_tests_tail build-tsan
-    exit "$status"
-  }
-fi
-
-if [[ ${HPCTRAIN_JPEG8:-1} != 0 ]]; then
-  step "JPEG code against the libjpeg 8 API (build-jpeg8)"
-  scripts/jpeg8-check.sh test || {
-    status=$?
-    failed_tests_tail "${HPCTRAIN_JPEG8_BUILD_DIR:-build-jpeg8}"
-    exit "$status"
-  }
-fi
+beside_failed=0
+for i in "${!beside_pids[@]}"; do
+  IFS='|' read -r what log <<<"${beside_what[$i]}"
+  if wait "${beside_pids[$i]}"; then
+    step "$what: passed"
+    grep -E 'tests passed|Total Test time|jpeg8-check: passed' "$log" || true
+  else
+    step "$what: FAILED (its log, $log)"
+    cat "$log"
+    beside_failed=1
+  fi
+done
+(( beside_failed == 0 )) || exit 1
 step "all tests passed"
