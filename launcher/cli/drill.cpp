@@ -237,11 +237,26 @@ Row Drill::play(Event event) {
   }
   // Until training came back and the ledger says what was done: a node replaced in the
   // allocation gets its line once the replacement step has trained (the line holds recover_s).
+  // A preemption notice no worker heeded shows as training going on well past it.
+  const int64_t step_at_play = std::max(step, drill::newest_step(run::read_snapshot(dir_)));
+  const int64_t steps_past = 2 * spec_.checkpoint.every_steps + spec_.train.log_every_steps + 2;
   drill::Outcome o;
+  std::optional<int64_t> unheeded;
   wait_until(timeout_s_, [&] {
-    o = drill::outcome(run::read_snapshot(dir_), before, played_at);
-    return (o.resumed && !o.did.empty()) || o.ended;
+    const auto s = run::read_snapshot(dir_);
+    o = drill::outcome(s, before, played_at);
+    if (event == Event::kPreempt) {
+      unheeded = drill::unheeded_until(s, before, played_at, step_at_play, steps_past);
+    }
+    return (o.resumed && !o.did.empty()) || o.ended || unheeded;
   });
+  if (unheeded && !(o.resumed && !o.did.empty())) {
+    row.ok = false;
+    row.did = drill::unheeded_text(spec::name_of(spec_.preemption.signal), step_at_play, *unheeded);
+    last_step_ = std::max(step, *unheeded);
+    last_played_ = played_at;
+    return row;
+  }
   row.did = o.did.empty() ? "nothing recorded" : o.did;
   row.ok = o.resumed;
   row.resumed = !o.resumed       ? "no"
@@ -332,8 +347,9 @@ void run_drill(const SpecArgs& args, const drill::Options& options, const std::s
         // Ended already.
       }
     }
-    return Exit(kExitFailure, "hpctrain drill: " + why + "; jobs " + jobs.front() +
-                                  (jobs.size() > 1 ? " and " + jobs.back() : "") + " cancelled");
+    return Exit(kExitFailure, "hpctrain drill: " + why + (jobs.size() > 1 ? "; jobs " : "; job ") +
+                                  jobs.front() + (jobs.size() > 1 ? " and " + jobs.back() : "") +
+                                  " cancelled");
   };
   const auto ready =
       drill::readiness(drilled_spec.spec, slurm->requeue_allowed(drilled.job_id), drilled.job_id);

@@ -154,6 +154,41 @@ Outcome outcome(const run::Snapshot& snapshot, size_t ledger_before, double play
   return o;
 }
 
+int64_t newest_step(const run::Snapshot& snapshot) {
+  int64_t step = snapshot.checkpoint_step.value_or(0);
+  for (const auto& record : snapshot.metrics.records) {
+    if (const auto* t = std::get_if<records::TrainRecord>(&record)) step = std::max(step, t->step);
+  }
+  return step;
+}
+
+std::optional<int64_t> unheeded_until(const run::Snapshot& snapshot, size_t ledger_before,
+                                      double played_at, int64_t step_at_play, int64_t steps_past) {
+  // A new line other than the run's completion: something ended the attempt (the notice did, or
+  // a failure did); outcome() says which.
+  for (size_t i = ledger_before; i < snapshot.attempts.size(); ++i) {
+    if (snapshot.attempts[i].reason != records::Reason::kCompleted) return std::nullopt;
+  }
+  int64_t reached = snapshot.checkpoint_step.value_or(0);
+  for (const auto& record : snapshot.metrics.records) {
+    const auto* t = std::get_if<records::TrainRecord>(&record);
+    if (t && t->wall_time && *t->wall_time > played_at) reached = std::max(reached, t->step);
+  }
+  const bool completed = snapshot.attempts.size() > ledger_before;
+  if (completed || reached >= step_at_play + steps_past) return reached;
+  return std::nullopt;
+}
+
+std::string unheeded_text(std::string_view signal, int64_t from, int64_t to) {
+  return "the preemption signal (SIG" + std::string(signal) +
+         ") reached no worker: training went on from step " + std::to_string(from) + " to step " +
+         std::to_string(to) +
+         " without stopping. Something between Slurm and hpctrain-worker does not pass it on: a "
+         "container runtime or wrapper that runs the worker in a process group or session of "
+         "its own (run it with exec, or have it forward the signal), or preemption.signal is "
+         "not the signal this cluster sends (docs/resilience.md#a-drill-before-the-long-run)";
+}
+
 std::set<std::string> final_fingerprints(const fs::path& run_dir) {
   static const std::regex kFinal("final weights fnv1a64 (0x[0-9a-f]+)");
   std::set<std::string> out;

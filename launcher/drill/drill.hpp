@@ -78,6 +78,20 @@ struct Outcome {
 };
 Outcome outcome(const run::Snapshot& snapshot, size_t ledger_before, double played_at);
 
+// The newest step `snapshot` shows trained: its newest train line's or committed checkpoint's.
+int64_t newest_step(const run::Snapshot& snapshot);
+
+// A preemption notice played at `played_at` that no worker heeded: no ledger line since then (or
+// only the run's completion), yet training went on to `steps_past` steps or more beyond
+// `step_at_play` (the newest step known when it was played). A worker that gets the signal stops
+// within a step or two (the ranks' agreement), so a run that trains on never got it. The step
+// reached, or nullopt.
+std::optional<int64_t> unheeded_until(const run::Snapshot& snapshot, size_t ledger_before,
+                                      double played_at, int64_t step_at_play, int64_t steps_past);
+
+// What an unheeded notice says: the signal, how far training went on, what to change.
+std::string unheeded_text(std::string_view signal, int64_t from, int64_t to);
+
 // The fingerprints of the final weights every rank printed ("final weights fnv1a64 0x...") in
 // the run's logs (logs/*.err, every job of a chain).
 std::set<std::string> final_fingerprints(const std::filesystem::path& run_dir);

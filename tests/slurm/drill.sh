@@ -12,6 +12,10 @@
 #              goes on by a chain, the preemption notice is survived by the chain's next job
 #   nochain    the same refusal with preemption.chain = false: the drill fails before playing
 #              anything, saying what to change, and cancels its jobs
+#   deaf       the preemption notice never reaches the workers (job.worker is a wrapper that
+#              ignores it and runs the worker in a session of its own, as a container runtime
+#              may): the drill fails as soon as training has gone on well past the notice, saying
+#              so and what to change, instead of waiting out --timeout
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 source "$here/../support/synthetic_spec.sh"
@@ -43,6 +47,17 @@ export HPCTRAIN_TEST_STALL=0:every:data:0.4
 spec requeue
 spec chain preemption.chain=true
 spec nochain preemption.chain=false
+# The deaf wrapper: the job's signals reach it (proctrack/pgid signals the task's process group)
+# and not the worker in its own session; the workers' pids are kept, as they outlive the job.
+cat > "$work/bin/deaf-worker" <<SH
+#!/usr/bin/env bash
+trap '' USR2
+setsid "$WORKER" "\$@" &
+echo \$! >> "$work/deaf.pids"
+wait \$!
+SH
+chmod +x "$work/bin/deaf-worker"
+spec deaf job.worker="$work/bin/deaf-worker"
 
 started=$SECONDS
 "$HPCTRAIN" drill --events preempt,requeue,hang,kill-node --steps 80 --timeout 240 \
@@ -84,4 +99,17 @@ grep -q "Slurm will not requeue job .*preemption.chain is false.*set preemption.
 for id in $(grep -ho '"job_id":"[0-9]*"' "$work"/drills/nochain/*/*/submissions.jsonl | grep -o '[0-9]*'); do
   wait_for 60 "job $id cancelled" bash -c "[[ \$(squeue -h -j $id -o %T 2>/dev/null) == '' || \$(squeue -h -j $id -o %T) == CANCELLED ]]"
 done
-echo "drill: requeue survived with equal weights, the chain reported and survived, no chain refused"
+started=$SECONDS
+if "$HPCTRAIN" drill --events preempt --steps 40 --no-reference --timeout 240 \
+  --dir "$work/drills/deaf" "$work/deaf.toml" > "$work/deaf.out" 2> "$work/deaf.err"; then
+  fail "a drill whose preemption notice reached no worker passed: $(cat "$work/deaf.out")"
+fi
+# The workers in their own sessions outlive the cancelled job: ended here.
+for pid in $(cat "$work/deaf.pids" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+echo "deaf drill: $((SECONDS - started)) s: $(tail -n 1 "$work/deaf.err")"
+grep -Eq "^FAILED +preemption notice +step [0-9]+ +the preemption signal \(SIGUSR2\) reached no worker: training went on from step [0-9]+ to step [0-9]+ without stopping" \
+  "$work/deaf.out" || fail "the unheeded notice was not reported: $(cat "$work/deaf.out" "$work/deaf.err")"
+grep -q "run it with exec, or have it forward the signal" "$work/deaf.err" ||
+  fail "the drill did not say what to change: $(cat "$work/deaf.err")"
+(( SECONDS - started < 200 )) || fail "the deaf drill took $((SECONDS - started)) s: it waited out --timeout"
+echo "drill: requeue survived with equal weights, the chain reported and survived, no chain refused, an unheeded notice reported"

@@ -118,6 +118,45 @@ TEST(Drill, AnOutcomeIsTheNewLedgerLinesAndTheFirstStartAfterThePlay) {
   EXPECT_EQ(outcome(s, 0, 150).did, "node_lost (node_lost), node n2 replaced, n2 excluded");
 }
 
+records::TrainRecord trained(int64_t step, double at) {
+  records::TrainRecord r;
+  r.step = step;
+  r.wall_time = at;
+  return r;
+}
+
+TEST(Drill, ANoticeNoWorkerHeededIsTrainingGoingOnWellPastIt) {
+  run::Snapshot s;
+  s.attempts = {line(Reason::kRequeued, records::Cause::kPreempted)};
+  s.checkpoint_step = 10;
+  s.metrics.records = {trained(8, 100), trained(12, 140)};
+  EXPECT_EQ(newest_step(s), 12);
+  // Played at 150 at step 12; 16 steps past it is unheeded. A train line from before the play
+  // does not count, nor does training a few steps on (the stop comes a step or two later).
+  EXPECT_EQ(unheeded_until(s, 1, 150, 12, 16), std::nullopt);
+  s.metrics.records.push_back(trained(16, 152));
+  s.checkpoint_step = 15;
+  EXPECT_EQ(unheeded_until(s, 1, 150, 12, 16), std::nullopt);
+  s.metrics.records.push_back(trained(28, 160));
+  EXPECT_EQ(unheeded_until(s, 1, 150, 12, 16), 28);
+  s.checkpoint_step = 30;
+  EXPECT_EQ(unheeded_until(s, 1, 150, 12, 16), 30) << "a committed checkpoint shows it too";
+  // A new ledger line: the attempt ended (heeded, or something else ended it): not this.
+  s.attempts.push_back(line(Reason::kRequeued, records::Cause::kPreempted));
+  EXPECT_EQ(unheeded_until(s, 1, 150, 12, 16), std::nullopt);
+  // The run completed without stopping: unheeded, however few steps were left.
+  s.attempts.back() = line(Reason::kCompleted, records::Cause::kCompleted);
+  s.metrics.records = {trained(14, 151)};
+  s.checkpoint_step = 14;
+  EXPECT_EQ(unheeded_until(s, 1, 150, 12, 16), 14);
+  const std::string text = unheeded_text("USR2", 12, 30);
+  EXPECT_NE(text.find("the preemption signal (SIGUSR2) reached no worker: training went on from "
+                      "step 12 to step 30 without stopping"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("preemption.signal"), std::string::npos) << text;
+}
+
 TEST(Drill, AFailureEndsTheRunUnlessTrainingCameBack) {
   run::Snapshot s;
   s.attempts = {line(Reason::kFailed, records::Cause::kBadInput)};
