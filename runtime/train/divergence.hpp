@@ -11,6 +11,7 @@
 // Thread safety: none; the training thread only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -42,6 +43,13 @@ class DivergenceGuard {
                                    double loss_scale);
   // fp16: a non-finite loss is the loss scaler's, not a divergence.
   bool fp16() const { return o_.fp16; }
+  // The first step of what diverged, for a verdict on the window first_step..last_step: the
+  // window's, or, where the scaler skipped steps in a row through it, the first of that streak
+  // (a rollback restores a checkpoint before it: one saved inside the streak holds a scale
+  // backed off as many times, which would take thousands of steps to grow back).
+  int64_t offending_from(int64_t first_step, int64_t last_step) const {
+    return skipped_ > 0 ? std::min(first_step, last_step - skipped_ + 1) : first_step;
+  }
   // The run rolled back to a checkpoint: the loss scale starts again from the checkpoint's, so
   // the skip streak starts over. The recent windows' losses, from before the verdict, stay.
   void rolled_back() {

@@ -39,9 +39,9 @@ struct TrainHooks {
   // A slow filesystem under the checkpoints: each file's fsync takes this many seconds longer
   // (HPCTRAIN_TEST_SLOW_FSYNC; checkpoint/slow_env.hpp). 0: the filesystem as it is.
   double slow_fsync_seconds = 0;
-  // A corrupt sample: the loss of every step whose batch holds this training sample is NaN
-  // (HPCTRAIN_TEST_POISON_SAMPLE), which the divergence guard then sees.
-  std::optional<int64_t> poison_sample;
+  // Corrupt samples: the loss of every step whose batch holds one of these training samples is
+  // NaN (HPCTRAIN_TEST_POISON_SAMPLE), which the divergence guard then sees.
+  std::vector<int64_t> poison_samples;
   // Silent data corruption: this rank's logits are off by 1e-3 in every step
   // (HPCTRAIN_TEST_FAULTY_RANK).
   std::optional<int64_t> faulty_rank;

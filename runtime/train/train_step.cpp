@@ -21,7 +21,7 @@ TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const Trai
   o.label_smoothing = spec.train.label_smoothing;
   o.grad_clip_norm = spec.train.grad_clip_norm;
   o.cuda_sync_debug = hooks.cuda_sync_debug;
-  o.poison_sample = hooks.poison_sample;
+  o.poison_samples = hooks.poison_samples;
   o.faulty = hooks.faulty_rank == rank;
   return o;
 }
@@ -127,8 +127,9 @@ at::Tensor TrainStep::forward_loss(const DeviceBatch& batch) {
   at::Tensor logits = model_->forward(batch.images);
   if (options_.faulty) logits = logits + 1e-3;  // a test's silent data corruption
   at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels, ce);
-  if (options_.poison_sample && std::find(batch.samples.begin(), batch.samples.end(),
-                                          *options_.poison_sample) != batch.samples.end()) {
+  if (std::find_first_of(batch.samples.begin(), batch.samples.end(),
+                         options_.poison_samples.begin(),
+                         options_.poison_samples.end()) != batch.samples.end()) {
     loss = loss * std::numeric_limits<double>::quiet_NaN();  // a test's corrupt sample
   }
   return loss;

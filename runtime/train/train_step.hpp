@@ -48,8 +48,8 @@ struct TrainStepOptions {
   double label_smoothing = 0;
   std::optional<double> grad_clip_norm;
   int cuda_sync_debug = 0;  // TrainHooks::cuda_sync_debug (honoured on CUDA devices only)
-  std::optional<int64_t> poison_sample;  // TrainHooks::poison_sample
-  bool faulty = false;                   // TrainHooks::faulty_rank is this rank
+  std::vector<int64_t> poison_samples;  // TrainHooks::poison_samples
+  bool faulty = false;                  // TrainHooks::faulty_rank is this rank
 };
 TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
                                               int rank);

@@ -339,7 +339,7 @@ class Trainer {
     reporter_->report(t);
     // After the line: metrics.jsonl keeps the loss that diverged.
     if (auto verdict = divergence_.guard.watch(f.first_step, at_.step, f.mean_loss, loss_scale)) {
-      divergence_found(*verdict, f.first_step);
+      divergence_found(*verdict, divergence_.guard.offending_from(f.first_step, at_.step));
     }
   }
 

@@ -45,6 +45,23 @@ std::optional<int64_t> integer_from(const dist::EnvMap& env, const std::string& 
   return n;
 }
 
+// A comma-separated list of integers of 0 or more; empty when unset.
+std::vector<int64_t> integers_from(const dist::EnvMap& env, const std::string& name) {
+  std::vector<int64_t> out;
+  const auto v = value(env, name);
+  if (!v) return out;
+  std::stringstream list(*v);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    const dist::EnvMap one = {{name, item}};
+    const auto n = item.empty() ? std::nullopt : integer_from(one, name, 0);
+    if (!n) bad(name, *v, "a comma-separated list of integers of 0 or more");
+    out.push_back(*n);
+  }
+  if (out.empty()) bad(name, *v, "a comma-separated list of integers of 0 or more");
+  return out;
+}
+
 std::optional<int64_t> positive_integer(const dist::EnvMap& env, const std::string& name) {
   return integer_from(env, name, 1);
 }
@@ -95,7 +112,7 @@ EnvOverrides read_env_overrides(const dist::EnvMap& env) {
   o.test.resume_skip = comma_list(env, "HPCTRAIN_RESUME_SKIP");
   o.test.resume_pieces_file = value(env, "HPCTRAIN_RESUME_PIECES").value_or("");
   o.test.slow_fsync_seconds = positive_number(env, "HPCTRAIN_TEST_SLOW_FSYNC");
-  o.test.poison_sample = integer_from(env, "HPCTRAIN_TEST_POISON_SAMPLE", 0);
+  o.test.poison_samples = integers_from(env, "HPCTRAIN_TEST_POISON_SAMPLE");
   o.test.faulty_rank = integer_from(env, "HPCTRAIN_TEST_FAULTY_RANK", 0);
   return o;
 }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "dist/world.hpp"
 
@@ -56,9 +57,10 @@ struct TestPlants {
   // HPCTRAIN_TEST_SLOW_FSYNC=SECONDS: each checkpoint file's fsync takes that much longer (a slow
   // filesystem, checkpoint/slow_env.hpp).
   std::optional<double> slow_fsync_seconds;
-  // HPCTRAIN_TEST_POISON_SAMPLE=INDEX: the loss of every step whose batch holds this training
-  // sample is NaN (a corrupt sample that makes the loss diverge).
-  std::optional<int64_t> poison_sample;
+  // HPCTRAIN_TEST_POISON_SAMPLE=INDEX[,INDEX...]: the loss of every step whose batch holds one
+  // of these training samples is NaN (corrupt samples that make the loss diverge; several read
+  // in a row make the fp16 scaler skip a streak of steps).
+  std::vector<int64_t> poison_samples;
   // HPCTRAIN_TEST_FAULTY_RANK=RANK: that rank computes wrong results (its logits off by 1e-3), as
   // hardware with silent data corruption would.
   std::optional<int64_t> faulty_rank;

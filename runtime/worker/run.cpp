@@ -150,7 +150,7 @@ train::TrainHooks train_hooks(const TestPlants& test) {
   h.resume_skip = test.resume_skip;
   h.resume_pieces_file = test.resume_pieces_file;
   h.slow_fsync_seconds = test.slow_fsync_seconds.value_or(0);
-  h.poison_sample = test.poison_sample;
+  h.poison_samples = test.poison_samples;
   h.faulty_rank = test.faulty_rank;
   return h;
 }

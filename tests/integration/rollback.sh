@@ -14,6 +14,8 @@
 #   limit      resilience.max_rollbacks = 1: the second divergence stops every rank with exit 79
 #              and says the run rolled back once already
 #   nowhere    no checkpoint before the divergence: exit 79, saying there is none to roll back to
+#   streak     fp16, six corrupt samples read in a row: the scaler's skip streak rolls back to the
+#              checkpoint before the streak, not the one inside it
 #   replay     resilience.replay_on_divergence at 3 ranks on this one node (each rank witnessed by
 #              the next): with sound ranks every result agrees, the log says the loss itself
 #              diverged and the run ends on the weights it ends on without the replay, bitwise; with
@@ -141,6 +143,42 @@ finish
 [[ $statuses == "79 79" ]] || fail "nowhere: exited '$statuses', want '79 79'"
 grep -q "hpctrain-worker ended: diverged (exit status 79): .*no committed checkpoint before step 13 to roll back to" \
   "$work/nowhere.log.rank0" || fail "nowhere: no end line saying there is no checkpoint"
+
+# fp16: six corrupt samples in a row (rank 0's of steps 13-18 in the clean run; one epoch, 8x8
+# images, fp16 on the CPU) make the scaler skip six steps in a row, the limit: the verdict at step
+# 18 rolls back to the checkpoint before the streak (10), not to the one saved inside it (15), whose
+# loss scale is backed off three times; training ends normally, never reading those samples again.
+streak=$(awk '$1 == 0 && $2 >= 12 && $2 <= 17 { print $3 }' "$work/clean.log.trace.rank-0" | paste -sd,)
+[[ $streak =~ ^[0-9]+(,[0-9]+){5}$ ]] || fail "fp16: no samples of rank 0's steps 13-18 in the clean trace: '$streak'"
+spec streak train.precision=fp16 data.synthetic_image_size=8 train.epochs=1 \
+  train.log_every_steps=2 resilience.fp16_skip_limit=6
+HPCTRAIN_FP16_ON_CPU=1 HPCTRAIN_TEST_POISON_SAMPLE=$streak launch streak 2 "$work/streak.log"
+finish
+[[ $statuses == "0 0" ]] || fail "streak: exited '$statuses', want '0 0'"
+[[ $(awk '$1 == 0 && $2 >= 12 && $2 <= 17 { print $3 }' "$work/streak.log.trace.rank-0" | paste -sd,) == "$streak" ]] ||
+  fail "streak: rank 0 did not read the corrupt samples at steps 13-18 (the clean run's order)"
+read -r step to from scale_after < <(jq -rs '
+  (map(select(.kind == "rollback")) | .[0]) as $r
+  | [$r.step, $r.rolled_back_to, $r.skipped_from,
+     (map(select(.kind == "train" and .step > $r.step)) | .[0].loss_scale)] | @tsv' \
+  "$work/streak/metrics.jsonl")
+[[ $(jq -c 'select(.kind == "rollback")' "$work/streak/metrics.jsonl" | wc -l) -eq 1 && $step == 18 ]] ||
+  fail "streak: want one rollback, at step 18: $(jq -c 'select(.kind == "rollback")' "$work/streak/metrics.jsonl")"
+(( to == 10 && from == 11 )) ||
+  fail "streak: rolled back to the checkpoint of step $to (skipping from $from), not to 10, the one before the skip streak (13-18)"
+grep -q "the loss scaler skipped every step for 6 steps in a row (through step 18.*rolled back to the checkpoint of step 10 and skipped the 256 samples of steps 11-18" \
+  "$work/streak.log.rank0" || fail "streak: no rollback line naming the skip streak"
+scale_streak=$(jq -r 'select(.kind == "train" and .step == 18) | .loss_scale' "$work/streak/metrics.jsonl" | tail -n 1)
+python3 -c "import sys; sys.exit(not float(sys.argv[1]) >= 16 * float(sys.argv[2]))" "$scale_after" "$scale_streak" ||
+  fail "streak: the loss scale after the rollback is $scale_after, the streak's backed-off $scale_streak"
+for rank in 0 1; do
+  awk -v p=",$streak," '{ for (i = 3; i <= NF; i++) if (index(p, "," $i ",") && $2 >= 18) exit 1 }' \
+    "$work/streak.log.trace.rank-$rank" || fail "streak: rank $rank read a corrupt sample after the rollback"
+done
+[[ $(jq -r 'select(.kind == "train") | .step' "$work/streak/metrics.jsonl" | tail -n 1) == 32 ]] ||
+  fail "streak: did not train to step 32"
+echo "streak: $(grep -h 'rolled back to the checkpoint' "$work/streak.log.rank0" | sed 's/^\[[^]]*\] //' | cut -c1-230); loss scale $scale_streak at the streak's end, $scale_after after"
+
 # The replay, at 3 ranks: the corrupt sample of a clean run's step 9 (after the checkpoint of 5).
 spec clean3 job.tasks_per_node=3
 launch clean3 3 "$work/clean3.log"

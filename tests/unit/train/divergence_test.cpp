@@ -54,6 +54,9 @@ TEST(Divergence, Fp16EveryStepSkippedForTheLimit) {
   ASSERT_TRUE(v);
   EXPECT_NE(v->find("skipped every step for 30 steps in a row (through step 40"), std::string::npos)
       << *v;
+  EXPECT_EQ(g.offending_from(31, 40), 11) << "the streak's first step, not the window's";
+  g.rolled_back();
+  EXPECT_EQ(g.offending_from(31, 40), 31) << "no streak: the window's";
 }
 
 TEST(Divergence, Fp16OverflowsAndGrowthAreNotDivergence) {

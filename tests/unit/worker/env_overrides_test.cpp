@@ -37,7 +37,7 @@ TEST(EnvOverrides, NothingSetIsEveryDefault) {
   EXPECT_TRUE(o.test.resume_skip.empty());
   EXPECT_EQ(o.test.resume_pieces_file, "");
   EXPECT_FALSE(o.test.slow_fsync_seconds.has_value());
-  EXPECT_FALSE(o.test.poison_sample.has_value());
+  EXPECT_TRUE(o.test.poison_samples.empty());
   EXPECT_FALSE(o.test.faulty_rank.has_value());
 }
 
@@ -77,10 +77,13 @@ TEST(EnvOverrides, TestPlantsAreRead) {
   EXPECT_EQ(o.test.resume_skip, (std::set<std::string>{"rng.cpu", "scaler.scale"}));
   EXPECT_EQ(o.test.resume_pieces_file, "/tmp/pieces");
   EXPECT_EQ(o.test.slow_fsync_seconds, 1.5);
-  EXPECT_EQ(o.test.poison_sample, 959);
+  EXPECT_EQ(o.test.poison_samples, (std::vector<int64_t>{959}));
   EXPECT_EQ(o.test.faulty_rank, 1);
-  EXPECT_EQ(read_env_overrides({{"HPCTRAIN_TEST_POISON_SAMPLE", "0"}}).test.poison_sample, 0)
+  EXPECT_EQ(read_env_overrides({{"HPCTRAIN_TEST_POISON_SAMPLE", "0"}}).test.poison_samples,
+            (std::vector<int64_t>{0}))
       << "sample 0 is a sample";
+  EXPECT_EQ(read_env_overrides({{"HPCTRAIN_TEST_POISON_SAMPLE", "7,3,12"}}).test.poison_samples,
+            (std::vector<int64_t>{7, 3, 12}));
   EXPECT_EQ(read_env_overrides({{"HPCTRAIN_CUDA_SYNC_DEBUG", "warn"}}).test.cuda_sync_debug, 1);
   EXPECT_EQ(read_env_overrides({{"HPCTRAIN_CUDA_SYNC_DEBUG", "off"}}).test.cuda_sync_debug, 0);
   EXPECT_FALSE(read_env_overrides({{"HPCTRAIN_GPU_PATH_ON_CPU", "0"}}).test.gpu_path_on_cpu);
@@ -121,6 +124,9 @@ TEST(EnvOverrides, ABadValueIsRefusedByName) {
             "HPCTRAIN_TEST_SLOW_FSYNC='0' is not a positive number");
   EXPECT_EQ(refusal({{"HPCTRAIN_TEST_POISON_SAMPLE", "-1"}}),
             "HPCTRAIN_TEST_POISON_SAMPLE='-1' is not an integer of 0 or more");
+  EXPECT_EQ(refusal({{"HPCTRAIN_TEST_POISON_SAMPLE", "3,,4"}}),
+            "HPCTRAIN_TEST_POISON_SAMPLE='3,,4' is not a comma-separated list of integers of 0 or "
+            "more");
   EXPECT_EQ(refusal({{"HPCTRAIN_CUDA_SYNC_DEBUG", "on"}}),
             "HPCTRAIN_CUDA_SYNC_DEBUG must be warn, error or off, not 'on'");
   EXPECT_EQ(refusal({{"HPCTRAIN_GPU_PATH_ON_CPU", "yes"}}),
