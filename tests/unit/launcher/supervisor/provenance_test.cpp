@@ -1,0 +1,91 @@
+// The worker binary's identity (launcher/supervisor/provenance.hpp): SHA-256 against a known
+// digest, a changed binary described old against new, a copy (new mtime, same bytes) not a change,
+// an unreadable or missing binary an error naming its path.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "supervisor/provenance.hpp"
+
+namespace hpctrain::supervisor {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Provenance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("hpctrain-provenance-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p, std::ios::binary) << bytes;
+    return p.string();
+  }
+  fs::path dir_;
+};
+
+TEST_F(Provenance, HashesWithSha256AndResolvesLinks) {
+  const std::string path = write("worker", "abc");
+  fs::create_symlink(path, dir_ / "link");
+  const BinaryIdentity b = identify_binary((dir_ / "link").string());
+  EXPECT_EQ(b.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(b.size, 3u);
+  EXPECT_EQ(b.path, fs::canonical(path).string());
+}
+
+TEST_F(Provenance, ARebuiltBinaryIsAChangeNamingOldAndNew) {
+  const BinaryIdentity first = identify_binary(write("worker", "version one"));
+  const BinaryIdentity now = identify_binary(write("worker", "version two"));
+  const auto change = describe_change(first, now);
+  ASSERT_TRUE(change.has_value()) << "a worker rebuilt between attempts was not noticed";
+  EXPECT_NE(change->find(first.sha256.substr(0, 12)), std::string::npos) << *change;
+  EXPECT_NE(change->find(now.sha256.substr(0, 12)), std::string::npos) << *change;
+  EXPECT_NE(change->find(now.path), std::string::npos) << *change;
+}
+
+TEST_F(Provenance, ACopyWithTheSameBytesIsNoChange) {
+  const BinaryIdentity first = identify_binary(write("worker", "same code"));
+  BinaryIdentity now = identify_binary(write("worker-copy", "same code"));
+  now.mtime_s += 3600;
+  EXPECT_EQ(describe_change(first, now), std::nullopt);
+}
+
+// The error's message must name the path; `what` is what identify_binary threw, or "" if nothing.
+std::string error_of(const std::string& path) {
+  try {
+    identify_binary(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(Provenance, AMissingBinaryIsAnErrorNamingThePath) {
+  const std::string missing = (dir_ / "no-such-worker").string();
+  EXPECT_NE(error_of(missing).find(missing), std::string::npos)
+      << "a missing worker binary was not an error naming it: '" << error_of(missing) << "'";
+}
+
+TEST_F(Provenance, ADirectoryIsAnErrorNamingThePath) {
+  const std::string d = fs::canonical(dir_).string();
+  EXPECT_NE(error_of(d).find(d), std::string::npos) << "'" << error_of(d) << "'";
+}
+
+TEST_F(Provenance, AnUnreadableBinaryIsAnErrorNamingThePath) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads a file without read permission";
+  const std::string locked = fs::canonical(write("locked", "x")).string();
+  fs::permissions(locked, fs::perms::none);
+  EXPECT_NE(error_of(locked).find(locked), std::string::npos) << "'" << error_of(locked) << "'";
+}
+
+}  // namespace
+}  // namespace hpctrain::supervisor
