@@ -12,7 +12,12 @@
 #include <fstream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
+#include "common/durable_file.hpp"
 #include "common/error.hpp"
+#include "common/time.hpp"
+#include "version.hpp"
 
 namespace hpctrain::supervisor {
 namespace {
@@ -79,6 +84,84 @@ std::optional<std::string> describe_change(const BinaryIdentity& first, const Bi
   if (first.sha256 == now.sha256) return std::nullopt;
   return "the worker binary differs from the run's first attempt: was " + summary(first) +
          "; now " + summary(now);
+}
+
+namespace {
+
+// Writes the record; what went wrong, or "" (a full or read-only run directory must not end the
+// attempt: the classifier and the ledger say what that does to the run).
+std::string write_record(const std::filesystem::path& file, const nlohmann::json& record) {
+  try {
+    common::write_file_atomic(file, record.dump(2) + "\n");
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("; it could not be recorded: ") + e.what();
+  }
+}
+
+nlohmann::json to_json(const BinaryIdentity& b, const std::string& job) {
+  return {{"path", b.path},     {"size", b.size}, {"mtime", b.mtime_s},
+          {"sha256", b.sha256}, {"job_id", job},  {"launcher_version", kVersion},
+          {"time", utc_now()}};
+}
+
+BinaryIdentity from_json(const nlohmann::json& j) {
+  BinaryIdentity b;
+  b.path = j.at("path").get<std::string>();
+  b.size = j.at("size").get<uint64_t>();
+  b.mtime_s = j.at("mtime").get<int64_t>();
+  b.sha256 = j.at("sha256").get<std::string>();
+  return b;
+}
+
+}  // namespace
+
+ProvenanceCheck check_provenance(const std::filesystem::path& task_dir, const std::string& worker,
+                                 bool require_same, const std::string& job) {
+  if (worker.empty()) return {};
+  const auto file = task_dir / "provenance.json";
+  BinaryIdentity now;
+  try {
+    now = identify_binary(worker);
+  } catch (const Error& e) {
+    return {std::string("hpctrain: ") + e.what() + "; the worker binary is not checked", false};
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) {
+    const nlohmann::json record = {{"first", to_json(now, job)},
+                                   {"changes", nlohmann::json::array()}};
+    const std::string failed = write_record(file, record);
+    return {
+        "hpctrain: worker binary " + now.path + ", sha256 " + now.sha256.substr(0, 12) +
+            (failed.empty() ? " (recorded in " + file.string() + " for the run's later attempts)"
+                            : failed),
+        false};
+  }
+  nlohmann::json record;
+  BinaryIdentity first;
+  try {
+    std::ifstream in(file);
+    record = nlohmann::json::parse(in);
+    first = from_json(record.at("first"));
+  } catch (const std::exception& e) {
+    return {"hpctrain: " + file.string() + " cannot be read (" + e.what() +
+                "); the worker binary is not checked, and the file is left as it is",
+            false};
+  }
+  const auto change = describe_change(first, now);
+  if (!change) return {};
+  if (require_same) {
+    return {"hpctrain: the run stopped: " + *change + ". Bitwise resume needs the code that " +
+                "wrote the checkpoints: put the first binary back (sha256 " + first.sha256 +
+                "), or set resilience.require_same_binary = false in " +
+                (task_dir / "spec.toml").string() + " to go on with this one (" + file.string() +
+                " records it)",
+            true};
+  }
+  record["changes"].push_back(to_json(now, job));
+  return {"hpctrain: " + *change + "; going on (resilience.require_same_binary = false)" +
+              write_record(file, record),
+          false};
 }
 
 }  // namespace hpctrain::supervisor

@@ -288,7 +288,7 @@ std::vector<Field> make_fields() {
       boolean("resilience.require_same_binary", "true",
               "An attempt whose hpctrain-worker differs (SHA-256) from the one the run's first "
               "attempt recorded stops instead of resuming with other code; false = go on and "
-              "note the change (docs/resilience.md; not yet enforced, issue 41)."),
+              "note the change (docs/resilience.md)."),
 
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",

@@ -87,5 +87,73 @@ TEST_F(Provenance, AnUnreadableBinaryIsAnErrorNamingThePath) {
   EXPECT_NE(error_of(locked).find(locked), std::string::npos) << "'" << error_of(locked) << "'";
 }
 
+// The attempts' check (check_provenance) over a run directory: the first records, the same
+// binary passes, a rebuilt one stops naming what to do, or goes on and is recorded when allowed.
+TEST_F(Provenance, TheFirstAttemptRecordsALaterOneWithTheSameBinaryGoesOn) {
+  const std::string worker = write("worker", "v1");
+  const auto first = check_provenance(dir_, worker, true, "11");
+  EXPECT_FALSE(first.stop);
+  EXPECT_NE(first.line.find("recorded in"), std::string::npos) << first.line;
+  ASSERT_TRUE(fs::exists(dir_ / "provenance.json"));
+  std::ifstream in(dir_ / "provenance.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"job_id\": \"11\""), std::string::npos) << text;
+  const auto again = check_provenance(dir_, worker, true, "12");
+  EXPECT_FALSE(again.stop);
+  EXPECT_EQ(again.line, "") << "the same binary: nothing to say";
+}
+
+TEST_F(Provenance, ARebuiltBinaryStopsTheAttemptSayingWhatToDo) {
+  const std::string worker = write("worker", "v1");
+  check_provenance(dir_, worker, true, "11");
+  write("worker", "v2");
+  const auto r = check_provenance(dir_, worker, true, "12");
+  EXPECT_TRUE(r.stop) << "an attempt resumed with other code";
+  EXPECT_NE(r.line.find("the run stopped: the worker binary differs from the run's first attempt"),
+            std::string::npos)
+      << r.line;
+  EXPECT_NE(r.line.find("resilience.require_same_binary = false"), std::string::npos) << r.line;
+  EXPECT_NE(r.line.find((dir_ / "spec.toml").string()), std::string::npos) << r.line;
+  // Put back: goes on again.
+  write("worker", "v1");
+  EXPECT_FALSE(check_provenance(dir_, worker, true, "13").stop);
+}
+
+TEST_F(Provenance, WithTheRuleOffAChangeGoesOnAndIsRecorded) {
+  const std::string worker = write("worker", "v1");
+  check_provenance(dir_, worker, false, "11");
+  write("worker", "v2");
+  const auto r = check_provenance(dir_, worker, false, "12");
+  EXPECT_FALSE(r.stop);
+  EXPECT_NE(r.line.find("going on (resilience.require_same_binary = false)"), std::string::npos)
+      << r.line;
+  std::ifstream in(dir_ / "provenance.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"changes\": [\n    {"), std::string::npos) << text;
+}
+
+TEST_F(Provenance, ADamagedRecordOrAMissingWorkerIsSaidNotChecked) {
+  const std::string worker = write("worker", "v1");
+  write("provenance.json", "{not json");
+  const auto r = check_provenance(dir_, worker, true, "11");
+  EXPECT_FALSE(r.stop);
+  EXPECT_NE(r.line.find("cannot be read"), std::string::npos) << r.line;
+  std::ifstream in(dir_ / "provenance.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{not json") << "the damaged record was overwritten";
+  const auto missing = check_provenance(dir_, (dir_ / "nothing").string(), true, "11");
+  EXPECT_FALSE(missing.stop);
+  EXPECT_NE(missing.line.find("not checked"), std::string::npos) << missing.line;
+}
+
+TEST_F(Provenance, ARunDirectoryThatCannotBeWrittenDoesNotEndTheAttempt) {
+  const std::string worker = write("worker", "v1");
+  // A path under a regular file: no directory can be made there, as on a full or read-only one.
+  write("not-a-dir", "");
+  const auto r = check_provenance(dir_ / "not-a-dir", worker, true, "11");
+  EXPECT_FALSE(r.stop);
+  EXPECT_NE(r.line.find("it could not be recorded"), std::string::npos) << r.line;
+}
+
 }  // namespace
 }  // namespace hpctrain::supervisor
