@@ -65,9 +65,8 @@ SupervisorOptions supervisor_options_from_spec(const spec::Spec& spec,
 int supervise(const AttemptContext& context, const SupervisorOptions& options,
               slurm::SlurmClient& slurm, const NodeProbe& probe = probe_slurmds);
 
-// Appends the ledger line of an attempt that ended before its first step (its set-up failed);
-// `evidence`: why, where the supervisor knows (default: the batch script's lines above).
+// Appends the ledger line of an attempt that ended before its first step (its set-up failed).
 void record_setup_failure(const AttemptContext& context, int status, records::Reason reason,
-                          int64_t world, const std::string& evidence = "");
+                          int64_t world);
 
 }  // namespace hpctrain::supervisor
