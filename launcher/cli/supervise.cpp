@@ -9,6 +9,7 @@
 
 #include "cli/common.hpp"
 #include "common/records.hpp"
+#include "supervisor/provenance.hpp"
 #include "supervisor/supervisor.hpp"
 
 namespace hpctrain::cli {
@@ -61,6 +62,15 @@ int run_supervisor(const SuperviseArgs& args) {
     std::cerr << "hpctrain: the frozen spec " << args.spec_file << " cannot be read:\n"
               << spec::format_all(e.diagnostics());
     supervisor::record_setup_failure(context, kExitBadInput, records::Reason::kSetupFailed, 0);
+    return kExitBadInput;
+  }
+  // Which worker binary this attempt runs, against the run's first (supervisor/provenance.hpp).
+  const auto provenance = supervisor::check_provenance(
+      context.task_dir, spec.job.worker, spec.resilience.require_same_binary, context.job);
+  if (!provenance.line.empty()) std::cerr << provenance.line << "\n";
+  if (provenance.stop) {
+    supervisor::record_setup_failure(context, kExitBadInput, records::Reason::kSetupFailed, 0,
+                                     provenance.line);
     return kExitBadInput;
   }
   // Queries get 10 s: the supervisor asks them while a step stops or the job ends.

@@ -640,12 +640,14 @@ int supervise(const AttemptContext& context, const SupervisorOptions& options,
 }
 
 void record_setup_failure(const AttemptContext& c, int status, records::Reason reason,
-                          int64_t world) {
+                          int64_t world, const std::string& evidence) {
   records::Attempt a = attempt_line(c, status, reason);
   if (world > 0) a.world_size = world;
   a.cause = status == kExitBadInput ? records::Cause::kBadInput : records::Cause::kUnknown;
-  a.evidence = "the batch script's set-up failed with exit status " + std::to_string(status) +
-               " (its lines above in the job's log)";
+  a.evidence = !evidence.empty()
+                   ? evidence
+                   : "the batch script's set-up failed with exit status " + std::to_string(status) +
+                         " (its lines above in the job's log)";
   records::append_attempt(c.task_dir, a);
 }
 

@@ -65,8 +65,9 @@ SupervisorOptions supervisor_options_from_spec(const spec::Spec& spec,
 int supervise(const AttemptContext& context, const SupervisorOptions& options,
               slurm::SlurmClient& slurm, const NodeProbe& probe = probe_slurmds);
 
-// Appends the ledger line of an attempt that ended before its first step (its set-up failed).
+// Appends the ledger line of an attempt that ended before its first step (its set-up failed);
+// `evidence`: why, where the supervisor knows (default: the batch script's lines above).
 void record_setup_failure(const AttemptContext& context, int status, records::Reason reason,
-                          int64_t world);
+                          int64_t world, const std::string& evidence = "");
 
 }  // namespace hpctrain::supervisor

@@ -153,6 +153,7 @@ void for_each_key(S& s, F&& f) {
   f("resilience.fp16_skip_limit", r.fp16_skip_limit);
   f("resilience.max_rollbacks", r.max_rollbacks);
   f("resilience.replay_on_divergence", r.replay_on_divergence);
+  f("resilience.require_same_binary", r.require_same_binary);
 
   f("sweep.mode", s.sweep.mode);
   f("sweep.max_parallel", s.sweep.max_parallel);

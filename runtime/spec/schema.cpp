@@ -285,6 +285,10 @@ std::vector<Field> make_fields() {
               "Before a rollback, every rank and a rank on another node recompute the offending "
               "steps' batches from the checkpoint's weights: a node whose results differ is "
               "faulty (silent data corruption) and is let go as a lost node instead."),
+      boolean("resilience.require_same_binary", "true",
+              "An attempt whose hpctrain-worker differs (SHA-256) from the one the run's first "
+              "attempt recorded stops instead of resuming with other code; false = go on and "
+              "note the change (docs/resilience.md)."),
 
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",

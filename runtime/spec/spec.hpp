@@ -127,6 +127,8 @@ struct ResilienceSpec {
   OnNodeLoss on_node_loss = OnNodeLoss::kAuto;
   int64_t max_node_losses = 0, heartbeat_timeout_s = 0, hang_timeout_s = 0, hang_grace_s = 0;
   bool evict_stragglers = false;
+  // A later attempt whose worker binary differs from the first attempt's stops (bitwise resume).
+  bool require_same_binary = true;
   double straggler_ratio = 0;
   int64_t straggler_windows = 0;
   // Causes that stop the run at once rather than retry (names of records::Cause).
