@@ -118,7 +118,9 @@ BinaryIdentity from_json(const nlohmann::json& j) {
 
 ProvenanceCheck check_provenance(const std::filesystem::path& task_dir, const std::string& worker,
                                  bool require_same, const std::string& job) {
-  if (worker.empty()) return {};
+  // No worker there: srun says so for the step, in the words the classifier reads.
+  std::error_code missing;
+  if (worker.empty() || !std::filesystem::exists(worker, missing)) return {};
   const auto file = task_dir / "provenance.json";
   BinaryIdentity now;
   try {

@@ -39,8 +39,9 @@ struct ProvenanceCheck {
 // The run's first attempt records `worker`'s identity in task_dir/provenance.json; a later one
 // compares. A change stops the attempt where `require_same`, with a line naming the run
 // directory, both binaries and the key; otherwise it is let through and appended to the record.
-// A worker that cannot be identified, or a record that cannot be read, is said and not checked
-// (srun reports a missing worker; a damaged record is left as it is). `job`: the attempt's job.
+// A missing worker is left to srun to report; one that cannot be identified otherwise, or a record
+// that cannot be read, is said and not checked (a damaged record is left as it is). `job`: the
+// attempt's job.
 ProvenanceCheck check_provenance(const std::filesystem::path& task_dir, const std::string& worker,
                                  bool require_same, const std::string& job);
 
