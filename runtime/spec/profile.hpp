@@ -1,7 +1,7 @@
 // Site profiles as the machine a user submits from reads them: a profile's top-level login_host,
 // the login node `hpctrain --host` runs on when neither --host nor HPCTRAIN_HOST names one
-// (docs/remote.md). It is no spec key: the spec loader takes it out of a profile, checked, before
-// the profile's keys are merged. Thread safety: reentrant.
+// (docs/quickstart.md). It is no spec key: the spec loader takes it out of a profile, checked,
+// before the profile's keys are merged. Thread safety: reentrant.
 #pragma once
 
 #include <filesystem>
