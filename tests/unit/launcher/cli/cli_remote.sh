@@ -17,27 +17,21 @@
 set -uo pipefail
 hpctrain=$1
 source "$(dirname "${BASH_SOURCE[0]}")/../../../support/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../../support/sshd.sh"
 
-sshd=/usr/sbin/sshd
-for tool in "$sshd" ssh ssh-keygen setsid; do
-  command -v "$tool" > /dev/null || {
-    echo "SKIP: no $tool (openssh-server and openssh-client, scripts/apt-packages.txt)"
-    exit 77
-  }
+for tool in setsid pgrep; do
+  command -v "$tool" > /dev/null || fail "no $tool"
 done
-ssh_bin=$(command -v ssh)
 tmp=$(mktemp -d /tmp/hpctrain-remote.XXXXXX)
-sshd_pid=
 cleanup() {
   # A follow on the login node that a failed case left behind: this test's, by its folder.
   local pid
   for pid in $(pgrep -f -- "logs.*--follow -- $tmp/"); do kill "$pid" 2> /dev/null; done
-  [[ -f $tmp/ssh_config ]] && "$ssh_bin" -F "$tmp/ssh_config" -O exit remote-test 2> /dev/null
-  [[ -n $sshd_pid ]] && kill "$sshd_pid" 2> /dev/null && wait "$sshd_pid" 2> /dev/null
+  stop_sshd
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail_context() { echo "--- sshd log:"; tail -20 "$tmp/sshd.log" 2> /dev/null; }
+fail_context() { sshd_log; }
 
 # wait_for SECONDS WHAT CMD...: until CMD succeeds, or fail naming WHAT.
 wait_for() {
@@ -51,11 +45,6 @@ wait_for() {
 }
 
 # --- The login node: sshd on loopback, keys of its own, stand-ins for Slurm on its PATH.
-ssh-keygen -q -t ed25519 -N '' -f "$tmp/host_key" || fail "ssh-keygen"
-ssh-keygen -q -t ed25519 -N '' -f "$tmp/user_key" || fail "ssh-keygen"
-ssh-keygen -q -t ed25519 -N '' -f "$tmp/refused_key" || fail "ssh-keygen"
-cp "$tmp/user_key.pub" "$tmp/authorized_keys"
-[[ $(id -u) == 0 ]] && mkdir -p /run/sshd  # sshd's privilege separation directory, as root
 mkdir -p "$tmp/remote-bin" "$tmp/local" "$tmp/runs" "$tmp/rdir" "$tmp/laptop-bin"
 ln -s "$hpctrain" "$tmp/remote-bin/hpctrain"
 : > "$tmp/slurm.conf"
@@ -76,66 +65,9 @@ SH
 printf '#!/bin/sh\necho "sbatch: not in this test" >&2; exit 1\n' > "$tmp/remote-bin/sbatch"
 chmod +x "$tmp/remote-bin"/*
 
-start_sshd() {
-  local try
-  for try in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 40000))
-    cat > "$tmp/sshd_config" <<EOF
-Port $port
-ListenAddress 127.0.0.1
-HostKey $tmp/host_key
-AuthorizedKeysFile $tmp/authorized_keys
-PidFile none
-StrictModes no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-SetEnv PATH=$tmp/remote-bin:/usr/local/bin:/usr/bin:/bin SLURM_CONF=$tmp/slurm.conf STANDIN=$tmp
-EOF
-    "$sshd" -D -e -f "$tmp/sshd_config" 2> "$tmp/sshd.log" &
-    sshd_pid=$!
-    local deadline=$((SECONDS + 10))
-    while ((SECONDS < deadline)) && kill -0 "$sshd_pid" 2> /dev/null; do
-      grep -q "Server listening on 127.0.0.1 port $port" "$tmp/sshd.log" && return 0
-      sleep 0.05
-    done
-    kill "$sshd_pid" 2> /dev/null
-    wait "$sshd_pid" 2> /dev/null
-    sshd_pid=
-  done
-  fail "sshd did not start on any of 5 ports"
-}
-start_sshd
-echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$tmp/host_key.pub")" > "$tmp/known_hosts"
-common="HostName 127.0.0.1
-  User $(id -un)
-  IdentitiesOnly yes
-  UserKnownHostsFile $tmp/known_hosts
-  StrictHostKeyChecking yes
-  BatchMode yes
-  LogLevel ERROR"
-cat > "$tmp/ssh_config" <<EOF
-Host remote-test
-  Port $port
-  IdentityFile $tmp/user_key
-  ControlMaster auto
-  ControlPath $tmp/cm-%C
-  ControlPersist 60
-  $common
-Host refused-key
-  Port $port
-  IdentityFile $tmp/refused_key
-  $common
-Host wrong-port
-  Port 1
-  IdentityFile $tmp/user_key
-  $common
-EOF
-printf '#!/bin/bash\nexec %q -F %q "$@"\n' "$ssh_bin" "$tmp/ssh_config" > "$tmp/ssh"
-chmod +x "$tmp/ssh"
+start_sshd "$tmp" PATH="$tmp/remote-bin:/usr/local/bin:/usr/bin:/bin" SLURM_CONF="$tmp/slurm.conf" \
+  STANDIN="$tmp"
 export HPCTRAIN_SSH=$tmp/ssh
-"$tmp/ssh" remote-test true || fail "ssh to the test's sshd failed"
 unset HPCTRAIN_HOST HPCTRAIN_PROFILE HPCTRAIN_PROFILE_PATH
 # Here sees the same stand-ins as the login node, so that outputs compare.
 export PATH=$tmp/remote-bin:$PATH SLURM_CONF=$tmp/slurm.conf STANDIN=$tmp
