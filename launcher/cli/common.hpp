@@ -68,8 +68,7 @@ class SigintGuard {
 };
 
 // hpctrain --host LOGIN (cli/remote.cpp; docs/quickstart.md "From your own machine"): --host,
-// --remote-hpctrain and
-// --remote-dir on the app; HPCTRAIN_HOST and a profile's login_host.
+// --remote-hpctrain and --remote-dir on the app.
 void add_remote_options(CLI::App& app);
 // What a subcommand sends to the login node beside its arguments.
 enum class Remote {
