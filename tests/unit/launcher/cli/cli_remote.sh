@@ -65,8 +65,10 @@ SH
 printf '#!/bin/sh\necho "sbatch: not in this test" >&2; exit 1\n' > "$tmp/remote-bin/sbatch"
 chmod +x "$tmp/remote-bin"/*
 
+# The login node's TMPDIR, where the spec's staging folders go: the test's own.
+mkdir -p "$tmp/remote-tmp"
 start_sshd "$tmp" PATH="$tmp/remote-bin:/usr/local/bin:/usr/bin:/bin" SLURM_CONF="$tmp/slurm.conf" \
-  STANDIN="$tmp"
+  STANDIN="$tmp" TMPDIR="$tmp/remote-tmp"
 export HPCTRAIN_SSH=$tmp/ssh
 unset HPCTRAIN_HOST HPCTRAIN_PROFILE HPCTRAIN_PROFILE_PATH
 # Here sees the same stand-ins as the login node, so that outputs compare.
@@ -144,7 +146,8 @@ expect 0 "^dry run: wrote $run/job.sbatch; not submitted$" "$hpctrain" submit --
 diff -r "$tmp/there-run" "$run" > "$tmp/diff" || check_failed "submit --dry-run over ssh wrote another run directory: $(head -20 "$tmp/diff")"
 grep -rq "uid=" "$tmp"/*.err && check_failed "a file name ran as code: $(grep -r "uid=" "$tmp"/*.err)"
 [[ -e $pwned ]] && check_failed "a spec value ran as code on one side ($pwned exists)"
-ls /tmp/hpctrain-spec.* > /dev/null 2>&1 && check_failed "staging folders are left on the login node: $(ls -d /tmp/hpctrain-spec.*)"
+[[ -z $(ls -A "$tmp/remote-tmp") ]] ||
+  check_failed "staging folders are left on the login node: $(ls -A "$tmp/remote-tmp")"
 
 # --- Relative paths in the spec are the login node's: --remote-dir, else ssh's home directory.
 printf '[job]\nname = "rel"\nrun_dir = "%s/runs/{name}"\n[data]\ntrain = ["rel/train.h5"]\n' "$tmp" > rel.toml
