@@ -25,7 +25,8 @@ void add_cancel(CLI::App& app) {
       "cancel",
       "Cancel a run's job; a job that has already ended is left alone, with a message (exit 0)");
   cmd->add_option("run_dir", *run_dir, "Run directory")->required();
-  cmd->callback([run_dir] {
+  cmd->callback([run_dir, cmd] {
+    if (run_remotely(*cmd, Remote::kRunDir)) return;
     const auto submission = records::last_submission(*run_dir);
     if (!submission) {
       throw Exit(kExitFailure,

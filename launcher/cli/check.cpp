@@ -71,7 +71,8 @@ void add_check(CLI::App& app) {
   cmd->add_flag("--offline", args->offline,
                 "Do not ask Slurm (sinfo, sacctmgr): check the spec alone. Without it, a cluster "
                 "that does not answer is reported in one line and does not fail the check");
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kSpec)) return;
     const auto resolved = load_or_exit(args->spec, !args->no_path_checks);
     if (args->print) std::cout << spec::freeze(resolved.spec);
     if (!args->offline) check_against_slurm(args->spec.spec_file, resolved.spec);

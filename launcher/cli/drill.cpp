@@ -403,7 +403,8 @@ void add_drill(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout_s, "Seconds each wait may take")
       ->capture_default_str()
       ->check(CLI::Range(10, 86400));
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    refuse_remotely(*cmd);
     try {
       if (!args->events.empty()) args->options.events = drill::parse_events(args->events);
     } catch (const std::invalid_argument& e) {

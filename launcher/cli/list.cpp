@@ -28,7 +28,8 @@ void add_list(CLI::App& app) {
                   "job.sbatch). Default: the current directory; there is no site-wide run root, "
                   "since every spec names its own job.run_dir");
   cmd->add_flag("--json", args->json, "One JSON object instead of a table");
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kRunDir)) return;
     const fs::path root = args->root;
     std::vector<fs::path> dirs;
     try {

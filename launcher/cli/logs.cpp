@@ -5,11 +5,14 @@
 // the file has stopped growing. --rank R shows the rank's lines of the .out and of the .err (where
 // every rank but 0 writes most of its lines), and exits 1 naming both when there are none.
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "cli/common.hpp"
 #include "run/logs.hpp"
@@ -18,26 +21,17 @@
 namespace hpctrain::cli {
 namespace {
 
-volatile std::sig_atomic_t g_logs_interrupted = 0;
-
-extern "C" void logs_on_sigint(int) { g_logs_interrupted = 1; }
-
-// SIGINT sets a flag for the duration of a follow; the previous handler comes back after.
-class SigintFlag {
- public:
-  SigintFlag() {
-    struct sigaction action {};
-    action.sa_handler = logs_on_sigint;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &previous_);
-  }
-  ~SigintFlag() { sigaction(SIGINT, &previous_, nullptr); }
-  SigintFlag(const SigintFlag&) = delete;
-  SigintFlag& operator=(const SigintFlag&) = delete;
-
- private:
-  struct sigaction previous_ {};
-};
+// A thread that waits for the end of stdin and then raises SIGINT, which the follow's guard
+// turns into its stop; it is left blocked in read when the follow ends first.
+void end_on_stdin_eof() {
+  std::thread([] {
+    char buf[256];
+    ssize_t got;
+    while ((got = ::read(STDIN_FILENO, buf, sizeof buf)) > 0 || (got < 0 && errno == EINTR)) {
+    }
+    ::kill(::getpid(), SIGINT);
+  }).detach();
+}
 
 }  // namespace
 
@@ -48,6 +42,7 @@ void add_logs(CLI::App& app) {
     bool stderr_file = false;
     std::optional<int64_t> rank, attempt, task;
     double timeout_s = 0;
+    bool end_on_stdin_eof = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -67,7 +62,13 @@ void add_logs(CLI::App& app) {
   cmd->add_option("--timeout", args->timeout_s,
                   "With --follow: stop after this many seconds (0: when the job ends)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([args] {
+  // Not for users: how hpctrain --host ends a follow on the login node when Ctrl-C ends it on
+  // the user's machine (ssh closes the remote command's stdin).
+  cmd->add_flag("--end-on-stdin-eof", args->end_on_stdin_eof,
+                "With --follow: stop, as on Ctrl-C, once stdin is closed")
+      ->group("");
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kLogs)) return;
     const run::LogSelection selection{args->rank, args->attempt, args->task, args->stderr_file};
     const auto target = run::resolve_log(args->run_dir, selection);
     if (!target.warning.empty()) std::cerr << "hpctrain: logs: " << target.warning << '\n';
@@ -76,11 +77,11 @@ void add_logs(CLI::App& app) {
       if (!note.empty()) std::cerr << "hpctrain: logs: " << note << '\n';
       return;
     }
-    g_logs_interrupted = 0;
-    SigintFlag sigint;
+    SigintGuard sigint;
+    if (args->end_on_stdin_eof) end_on_stdin_eof();
     const auto client = slurm::make_command_client({std::chrono::milliseconds(10000)});
     const std::string stop_note =
-        run::follow_log(target, selection, *client, args->timeout_s, g_logs_interrupted, std::cout);
+        run::follow_log(target, selection, *client, args->timeout_s, sigint_received(), std::cout);
     if (!stop_note.empty()) std::cerr << "hpctrain: logs: " << stop_note << '\n';
   });
 }

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"hpctrain: train image classifiers data-parallel on Slurm"};
   app.set_version_flag("--version", std::string("hpctrain ") + hpctrain::kVersion);
   app.require_subcommand(1);
+  add_remote_options(app);
   add_init(app);
   add_check(app);
   add_render(app);

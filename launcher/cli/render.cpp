@@ -17,7 +17,8 @@ void add_render(CLI::App& app) {
   auto* cmd = app.add_subcommand("render", "Print the sbatch script a spec renders to");
   args->spec.add_to(*cmd);
   cmd->add_option("-o,--output", args->output, "Write the script to this file");
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kRender)) return;
     const auto resolved = load_or_exit(args->spec, /*check_paths=*/false);
     const std::string script =
         render::sbatch_script(resolved.spec, resolved.tasks.size(), executable_path());

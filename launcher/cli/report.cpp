@@ -20,7 +20,8 @@ void add_report(CLI::App& app) {
       "report", "Write an HTML page of a run's curves, attempts and checkpoints (opens offline)");
   cmd->add_option("run_dir", args->run_dir, "Run directory")->required();
   cmd->add_option("-o,--output", args->output, "The page to write (default RUN_DIR/report.html)");
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kReport)) return;
     namespace fs = std::filesystem;
     const fs::path dir = args->run_dir;
     run::require_run_dir(dir);

@@ -22,7 +22,8 @@ void add_status(CLI::App& app) {
   auto* cmd = app.add_subcommand("status", "Show a run's job state, attempts and progress");
   cmd->add_option("run_dir", args->run_dir, "Run directory")->required();
   cmd->add_flag("--json", args->json, "One JSON object instead of text");
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kRunDir)) return;
     const fs::path dir = args->run_dir;
     run::require_run_dir(dir);
     // The run directory read once; Slurm asked about its last submission.

@@ -66,7 +66,8 @@ void add_submit(CLI::App& app) {
                   "Start after other jobs, as sbatch's: afterok:123, singleton (job.dependency)");
   cmd->add_option("--begin", args->begin,
                   "Start no earlier than this, as sbatch's: now+1hour, 16:00 (job.begin)");
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (run_remotely(*cmd, Remote::kSpec)) return;
     if (!args->dependency.empty())
       args->spec.overrides.push_back("job.dependency=" + args->dependency);
     if (!args->begin.empty()) args->spec.overrides.push_back("job.begin=" + args->begin);

@@ -85,8 +85,17 @@ Process::Process(const std::vector<std::string>& argv, const ProcessOptions& opt
   if (argv.empty()) throw std::invalid_argument("Process: empty argv");
   FileActions actions;
   UniqueFd unused;
-  connect(actions, 0, options.in, unused);
-  const UniqueFd out_write = connect(actions, 1, options.out, out_);
+  if (options.stdin_from >= 0) {
+    posix_spawn_file_actions_adddup2(actions.get(), options.stdin_from, 0);
+  } else {
+    connect(actions, 0, options.in, unused);
+  }
+  UniqueFd out_write;
+  if (options.stdout_to >= 0) {
+    posix_spawn_file_actions_adddup2(actions.get(), options.stdout_to, 1);
+  } else {
+    out_write = connect(actions, 1, options.out, out_);
+  }
   const UniqueFd err_write = connect(actions, 2, options.err, err_);
   auto args = c_strings(argv);
   auto envp = options.env ? c_strings(*options.env) : std::vector<char*>();

@@ -24,6 +24,10 @@ struct ProcessOptions {
   // The child's whole environment, "NAME=value" each; nullopt: this process's.
   std::optional<std::vector<std::string>> env;
   Stdio in = Stdio::kInherit, out = Stdio::kInherit, err = Stdio::kInherit;
+  // Descriptors of this process that become the child's stdin and stdout, in place of `in` and
+  // `out` (a file to send or to fill, a pipe this process ends by closing its other end); -1:
+  // none. They stay open here: the caller closes them.
+  int stdin_from = -1, stdout_to = -1;
 };
 
 // This process's environment with each of `set` ("NAME=value") in place of the variable of that

@@ -414,12 +414,15 @@ void check_resilience(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
 void check_paths(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  DiagnosticSink& sink) {
   const auto& j = s.job;
+  const std::string relative_to =
+      options.paths_relative_to ? "relative paths start in " + options.paths_relative_to->string() +
+                                      " (--paths-relative-to)"
+                                : "paths are relative to the spec file";
   auto check_files = [&](const std::vector<std::string>& patterns, const std::string& key) {
     for (const auto& pattern : patterns) {
       if (glob_count(pattern) == 0) {
-        sink.error(
-            origin_of(m, key), key, "no file matches " + quote(pattern),
-            "paths are relative to the spec file; data must exist when the job is submitted");
+        sink.error(origin_of(m, key), key, "no file matches " + quote(pattern),
+                   relative_to + "; data must exist when the job is submitted");
       }
     }
   };

@@ -69,6 +69,9 @@ bool check_text(const std::string& s, const std::string& key, const Origin& orig
 std::optional<Value> convert(const Field& f, const toml::value& v, const Origin& origin,
                              DiagnosticSink& sink, const std::map<std::string, Origin>& items = {});
 
+// profile.cpp: a profile's login_host taken out of its document (it is no spec key), checked.
+std::optional<std::string> take_login_host(Document& doc, DiagnosticSink& sink);
+
 // overrides.cpp
 void apply_override(const std::string& arg, const Origin& origin, Layer& layer,
                     DiagnosticSink& sink);

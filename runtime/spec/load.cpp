@@ -17,7 +17,9 @@ Layer load_profile(const std::string& name, const Origin& origin, const LoadOpti
     const fs::path candidate = dir / (name + ".toml");
     if (!fs::exists(candidate)) continue;
     try {
-      const Document doc = read_document(candidate);
+      Document doc = read_document(candidate);
+      // login_host is for the machines users submit from (hpctrain --host), not the job.
+      take_login_host(doc, sink);
       flatten(doc, doc.root, "", layer, sink);
     } catch (const SpecError& e) {
       for (const auto& d : e.diagnostics()) sink.error(d.origin, d.key, d.message, d.hint);
@@ -81,7 +83,9 @@ Resolved load(const LoadOptions& options) {
   DiagnosticSink sink;
   detail::Inputs in;
   const Document doc = read_document(options.spec_file);  // throws on unreadable files
-  in.spec_dir = std::filesystem::absolute(options.spec_file).parent_path();
+  in.spec_dir = options.paths_relative_to
+                    ? std::filesystem::absolute(*options.paths_relative_to).lexically_normal()
+                    : std::filesystem::absolute(options.spec_file).parent_path();
   if (!doc.root.is_table())
     throw SpecError(
         {Diagnostic{Severity::kError, Origin{doc.path, 0, 0, {}}, {}, "not a TOML table", {}}});

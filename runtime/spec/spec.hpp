@@ -185,6 +185,11 @@ struct LoadOptions {
   std::optional<std::string> default_profile;
   std::vector<std::filesystem::path> profile_dirs;  // searched in order for NAME.toml
   std::filesystem::path default_worker;             // used when job.worker is not set
+  // Where the spec's relative paths (data, worker, pretrained weights, a container image) start
+  // instead of the spec file's folder: hpctrain --host checks a copy of the spec in a staging
+  // folder on the login node, and its relative paths are the login node's, from the remote
+  // working directory (--paths-relative-to).
+  std::optional<std::filesystem::path> paths_relative_to;
   bool check_paths = true;  // data files and the worker must exist (submit time)
   // Tests only (the worker's HPCTRAIN_FP16_ON_CPU): fp16 accepted in a CPU job.
   bool allow_fp16_on_cpu = false;

@@ -2,6 +2,7 @@
 // and streams; run_command's capture, deadline and caps.
 #include "common/process.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -160,6 +161,26 @@ TEST(Process, StreamsArePipedOrNull) {
   EXPECT_EQ(quiet.wait(), 0);
 }
 
+// hpctrain --host sends the spec as ssh's stdin, fills the report's copy from its stdout and ends
+// a remote `logs -f` by closing the pipe it reads.
+TEST(Process, StdinAndStdoutFromTheCallersDescriptors) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe2(to_child, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(from_child, O_CLOEXEC), 0);
+  ProcessOptions options;
+  options.stdin_from = to_child[0];
+  options.stdout_to = from_child[1];
+  Process cat({"cat"}, options);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  EXPECT_EQ(cat.out_fd(), -1) << "stdout is the caller's descriptor, not a pipe of the Process";
+  ASSERT_EQ(::write(to_child[1], "spec\n", 5), 5);
+  EXPECT_FALSE(cat.wait_for(200ms)) << "cat ended while its stdin was still open";
+  ::close(to_child[1]);  // the end of its input ends it
+  EXPECT_EQ(read_all(from_child[0]), "spec\n");
+  EXPECT_EQ(cat.wait_for(10s), 0);
+  ::close(from_child[0]);
+}
 TEST(RunCommand, CapturesOutputAndStatus) {
   const auto r = run_command({"sh", "-c", "echo out; echo err >&2; exit 3"}, 10s);
   EXPECT_EQ(r.exit_status, 3);

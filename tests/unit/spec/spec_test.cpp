@@ -5,6 +5,7 @@
 #include <toml.hpp>
 
 #include "spec/keys.hpp"
+#include "spec/profile.hpp"
 #include "spec/schema.hpp"
 #include "support/test_util.hpp"
 
@@ -160,6 +161,71 @@ TEST(Spec, ProfileSuppliesDefaultsTheSpecOverrides) {
     ADD_FAILURE() << "no error for HPCTRAIN_PROFILE=missing";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("HPCTRAIN_PROFILE"), std::string::npos) << e.what();
+  }
+}
+
+// hpctrain --host: a profile's login_host is for the machine a user submits from; the loader
+// leaves it out of the spec, checked, and profile_login_host finds it.
+TEST(Spec, ProfileLoginHostIsNoSpecKey) {
+  TempDir dir;
+  write_text(dir / "profiles/site.toml",
+             "login_host = \"me@login.example.org\"\n[job]\npartition = \"gpu\"\n");
+  auto o = test::spec_in(
+      dir, "[job]\nname = \"t\"\nrun_dir = \"/r\"\nprofile = \"site\"\n[data]\nsynthetic = true\n");
+  o.profile_dirs = {dir / "profiles"};
+  EXPECT_EQ(load(o).spec.job.partition, "gpu");
+  const auto found = profile_login_host("site", {dir / "none", dir / "profiles"});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->host, "me@login.example.org");
+  EXPECT_EQ(found->file, (dir / "profiles/site.toml").string());
+  EXPECT_FALSE(profile_login_host("missing", {dir / "profiles"}));
+  write_text(dir / "profiles/plain.toml", "[job]\npartition = \"cpu\"\n");
+  EXPECT_FALSE(profile_login_host("plain", {dir / "profiles"}));
+  // A value ssh would take for an option, or a shell for syntax, is refused by both, with its
+  // file, line and column; so is one that is no string.
+  write_text(dir / "profiles/bad.toml", "login_host = \"-oProxyCommand=x\"\n");
+  try {
+    profile_login_host("bad", {dir / "profiles"});
+    ADD_FAILURE() << "no error for login_host = \"-oProxyCommand=x\"";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.toml:1:1: error: [login_host] \"-oProxyCommand=x\" "
+                                         "is not a login host"),
+              std::string::npos)
+        << e.what();
+  }
+  o.profile = "bad";
+  EXPECT_THROW(load(o), SpecError);
+  write_text(dir / "profiles/bad.toml", "login_host = 7\n");
+  EXPECT_THROW(profile_login_host("bad", {dir / "profiles"}), SpecError);
+  for (const char* ok :
+       {"login", "me@login-1.example.org", "10.0.0.1", "[::1]", "fe80::1%eth0", "cluster_alias"}) {
+    EXPECT_TRUE(is_login_host(ok)) << ok;
+  }
+  for (const char* bad : {"", "-p", "a b", "a;b", "$(x)", "`x`", "a'b", "a\nb", "a|b", "a/b"}) {
+    EXPECT_FALSE(is_login_host(bad)) << bad;
+  }
+}
+
+// hpctrain --host checks a copy of the spec in a staging folder: its relative paths start in the
+// remote working directory (--paths-relative-to), not beside the copy.
+TEST(Spec, PathsRelativeToAnotherFolder) {
+  TempDir dir;
+  auto o = test::spec_in(dir,
+                         "[job]\nname = \"t\"\nrun_dir = \"/r\"\nworker = \"bin/w\"\n"
+                         "[data]\ntrain = [\"d/t.h5\"]\n");
+  o.paths_relative_to = "/login/home/me/./";
+  const auto s = load(o).spec;
+  EXPECT_EQ(s.data.train, std::vector<std::string>{"/login/home/me/d/t.h5"});
+  EXPECT_EQ(s.job.worker, "/login/home/me/bin/w");
+  o.check_paths = true;
+  try {
+    load(o);
+    ADD_FAILURE() << "no error for a missing data file";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("relative paths start in /login/home/me/./ "
+                                         "(--paths-relative-to)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
