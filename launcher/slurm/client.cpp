@@ -140,10 +140,14 @@ class CommandClient : public SlurmClient {
   }
 
   void requeue(const std::string& job_id) override {
-    const auto r = change({"scontrol", "requeue", job_id});
+    // The requeue signals every process of the job with TERM, this scontrol too when it has not
+    // exited by then (a loaded controller): scontrol runs with TERM ignored (a disposition exec
+    // keeps), so that it still says whether the requeue was done; the supervisor's exclusion of
+    // lost nodes and its chain depend on that answer. The timeout's KILL still ends it.
+    const auto r =
+        change({"sh", "-c", "trap '' TERM; exec \"$@\"", "sh", "scontrol", "requeue", job_id});
     throw_if_unreachable("scontrol", r);
-    // The requeue signals every process of the job, this scontrol too when it has not exited by
-    // then: one ended by a signal may well have been carried out, and is no refusal.
+    // Ended by another signal (KILL): it may well have been carried out, and is no refusal.
     if (r.exit_status > 128) {
       throw SlurmUnreachable("scontrol requeue " + job_id + " was ended by signal " +
                              std::to_string(r.exit_status - 128) + " before it answered");

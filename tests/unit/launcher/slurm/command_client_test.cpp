@@ -117,17 +117,20 @@ TEST_F(CommandClientTest, RequeueRefusedSaysWhatScontrolSaid) {
       "scontrol requeue 7\nscontrol requeue 7_2\nscontrol update JobId=7 ExcNodeList=n2,n3\n");
 }
 
-// A requeue signals the job's processes, scontrol among them when it is slow to exit: a scontrol
-// ended by a signal is no refusal (the requeue may have been carried out), or the step supervisor
-// would submit the next job of a chain beside the requeued job, in the same run directory.
-TEST_F(CommandClientTest, RequeueEndedByASignalIsNoRefusal) {
-  write_text(dir_ / "bin" / "scontrol", "#!/bin/bash\nkill -TERM $$\n");
+// A requeue signals the job's processes, scontrol among them when it is slow to exit: the TERM
+// must not cut it short (it runs with TERM ignored), so that the supervisor learns that the
+// requeue was done and goes on to exclude the lost nodes. One ended by a signal all the same
+// (KILL) is no refusal (the requeue may have been carried out), or the step supervisor would
+// submit the next job of a chain beside the requeued job, in the same run directory.
+TEST_F(CommandClientTest, RequeueOutlivesTheRequeuesTermAndAKilledOneIsNoRefusal) {
+  write_text(dir_ / "bin" / "scontrol", "#!/bin/bash\nkill -TERM $$\nsleep 0.1\nexit 0\n");
+  EXPECT_NO_THROW(client_->requeue("7")) << "the requeue's TERM ended scontrol before it answered";
+  write_text(dir_ / "bin" / "scontrol", "#!/bin/bash\nkill -KILL $$\n");
   try {
     client_->requeue("7");
     ADD_FAILURE() << "a scontrol requeue ended by a signal taken for a requeue carried out";
   } catch (const SlurmUnreachable& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "scontrol requeue 7 was ended by signal 15 before it answered");
+    EXPECT_EQ(std::string(e.what()), "scontrol requeue 7 was ended by signal 9 before it answered");
   } catch (const SlurmError& e) {
     ADD_FAILURE() << "a scontrol requeue ended by a signal taken for a refusal: " << e.what();
   }
