@@ -100,8 +100,9 @@ std::string write_record(const std::filesystem::path& file, const nlohmann::json
 }
 
 nlohmann::json to_json(const BinaryIdentity& b, const std::string& job) {
-  return {{"path", b.path},     {"size", b.size}, {"mtime", b.mtime_s},
-          {"sha256", b.sha256}, {"job_id", job},  {"launcher_version", kVersion},
+  return {{"path", b.path},     {"size", b.size},
+          {"mtime", b.mtime_s}, {"sha256", b.sha256},
+          {"job_id", job},      {"launcher_version", std::string(kVersion) + "+" + kCommit},
           {"time", utc_now()}};
 }
 
@@ -159,6 +160,17 @@ ProvenanceCheck check_provenance(const std::filesystem::path& task_dir, const st
                 (task_dir / "spec.toml").string() + " to go on with this one (" + file.string() +
                 " records it)",
             true};
+  }
+  // Let through before: the change is recorded once, when the binary is new to the record.
+  const auto& changes = record["changes"];
+  if (changes.is_array() && !changes.empty()) {
+    try {
+      if (!describe_change(from_json(changes.back()), now)) {
+        return {"hpctrain: " + *change + "; let through before (" + file.string() + ")", false};
+      }
+    } catch (const std::exception&) {
+      // A damaged change entry: this one is recorded after it.
+    }
   }
   record["changes"].push_back(to_json(now, job));
   return {"hpctrain: " + *change + "; going on (resilience.require_same_binary = false)" +

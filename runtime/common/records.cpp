@@ -75,6 +75,7 @@ void fields(StartedRecord& r, V& v) {
   v(field::kWorldSize, r.world_size);
   v(field::kResumedFrom, r.resumed_from, Absent::kNull);
   v(field::kTag, r.tag);
+  v(field::kVersion, r.version);
   v(field::kWallTime, r.wall_time);
 }
 

@@ -172,6 +172,7 @@ inline constexpr const char* kBehindRank = "behind_rank";
 inline constexpr const char* kWorldSize = "world_size";  // also the ledger's
 inline constexpr const char* kResumedFrom = "resumed_from";
 inline constexpr const char* kTag = "tag";
+inline constexpr const char* kVersion = "version";
 inline constexpr const char* kRanks = "ranks";
 inline constexpr const char* kHosts = "hosts";
 inline constexpr const char* kMessage = "message";
@@ -261,6 +262,8 @@ struct StartedRecord {
   std::optional<int64_t> world_size;
   std::optional<int64_t> resumed_from;  // the checkpoint's step; written as null on a fresh start
   std::optional<std::string> tag;       // the srun step's "RESTART.STEP"; absent outside one
+  // The worker's version and commit ("0.1.0+1a2b3c4d5e6f"); absent from workers before it.
+  std::optional<std::string> version;
   std::optional<double> wall_time;
 };
 

@@ -11,6 +11,7 @@
 #include "common/run_layout.hpp"
 #include "tensorboard/event_file.hpp"
 #include "train/metrics.hpp"
+#include "version.hpp"
 
 namespace hpctrain::train {
 namespace {
@@ -179,6 +180,7 @@ class MetricsOutput : public ReportOutput {
     r.world_size = e.world;
     r.resumed_from = e.resumed_from;
     if (!e.srun_step_tag.empty()) r.tag = e.srun_step_tag;
+    r.version = std::string(kVersion) + "+" + kCommit;
     r.wall_time = e.wall_time;
     log_.write(r);
   }

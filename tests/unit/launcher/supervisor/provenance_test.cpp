@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "supervisor/provenance.hpp"
@@ -130,6 +131,18 @@ TEST_F(Provenance, WithTheRuleOffAChangeGoesOnAndIsRecorded) {
   std::ifstream in(dir_ / "provenance.json");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"changes\": [\n    {"), std::string::npos) << text;
+  // A later attempt with the binary let through: said, not recorded again; a third binary is.
+  const auto again = check_provenance(dir_, worker, false, "13");
+  EXPECT_FALSE(again.stop);
+  EXPECT_NE(again.line.find("let through before"), std::string::npos) << again.line;
+  auto changes = [&] {
+    std::ifstream f(dir_ / "provenance.json");
+    return nlohmann::json::parse(f).at("changes").size();
+  };
+  EXPECT_EQ(changes(), 1u);
+  write("worker", "v3");
+  check_provenance(dir_, worker, false, "14");
+  EXPECT_EQ(changes(), 2u);
 }
 
 TEST_F(Provenance, ADamagedRecordOrAMissingWorkerIsSaidNotChecked) {
