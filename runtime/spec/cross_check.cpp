@@ -410,6 +410,41 @@ void check_resilience(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
   }
 }
 
+// [tracking]: an http(s) URL with a host, no credentials in it (the frozen spec is kept in the
+// run directory; the server's user and password come from the environment, docs/tracking.md).
+void check_tracking(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
+  const auto& t = s.tracking;
+  if (!t.mlflow_uri) {
+    if (t.experiment) {
+      sink.warning(origin_of(m, "tracking.experiment"), "tracking.experiment",
+                   "has no effect: tracking.mlflow_uri is not set");
+    }
+    return;
+  }
+  const std::string& uri = *t.mlflow_uri;
+  const std::string key = "tracking.mlflow_uri";
+  const size_t scheme = uri.rfind("http://", 0) == 0 ? 7 : uri.rfind("https://", 0) == 0 ? 8 : 0;
+  const size_t host_end = uri.find_first_of("/?#", scheme);
+  const std::string authority = uri.substr(scheme, host_end - std::min(host_end, scheme));
+  if (scheme == 0 || authority.empty()) {
+    sink.error(origin_of(m, key), key, quote(uri) + " is not an http:// or https:// URL",
+               "the tracking server's address, e.g. \"http://mlflow.example.org:5000\"");
+  } else if (uri.find_first_of(" \t\r\n\"'<>\\^`{|}") != std::string::npos) {
+    sink.error(origin_of(m, key), key, quote(uri) + " holds a space or a character a URL may not",
+               "percent-encode it (%20 for a space)");
+  } else if (authority.find('@') != std::string::npos) {
+    sink.error(origin_of(m, key), key,
+               "holds a user name or password, which the frozen spec would keep in the run "
+               "directory",
+               "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+               "MLFLOW_TRACKING_TOKEN) where hpctrain runs instead");
+  }
+  if (t.experiment && t.experiment->empty()) {
+    sink.error(origin_of(m, "tracking.experiment"), "tracking.experiment", "is empty",
+               "name the experiment, or leave the key out for job.name");
+  }
+}
+
 // Things outside the spec: data files, pretrained weights, the worker, a container image file.
 void check_paths(const Spec& s, const Typedmap& m, const LoadOptions& options,
                  DiagnosticSink& sink) {
@@ -459,6 +494,7 @@ void cross_check(const Spec& s, const Typedmap& m, const LoadOptions& options,
   check_stem(s, m, sink);
   check_training(s, m, sink);
   check_resilience(s, m, sink);
+  check_tracking(s, m, sink);
   check_dependency(s, m, sink);
   check_mail(s, m, sink);
   if (m.count("job.extra_sbatch")) check_extra_sbatch(m.at("job.extra_sbatch"), sink);

@@ -52,13 +52,20 @@ std::optional<std::string> text_of(const Field& f, const T& value) {
 
 }  // namespace
 
-std::string freeze(const Spec& spec) {
-  std::map<std::string_view, std::string> texts;
+std::vector<std::pair<std::string, std::string>> frozen_values(const Spec& spec) {
+  std::vector<std::pair<std::string, std::string>> out;
   for_each_key(spec, [&](std::string_view key, const auto& member) {
     // The profile is already merged in; the frozen spec stands alone and names it in a comment.
     if (key == "job.profile") return;
-    if (auto text = text_of(*find_field(key), member)) texts[key] = *text;
+    if (auto text = text_of(*find_field(key), member)) out.emplace_back(key, *text);
   });
+  return out;
+}
+
+std::string freeze(const Spec& spec) {
+  std::map<std::string_view, std::string> texts;
+  const auto values = frozen_values(spec);
+  for (const auto& [key, text] : values) texts[key] = text;
   std::ostringstream out;
   out << "# Resolved job spec, frozen by hpctrain: the job reads this file. Do not edit;\n"
          "# change the source spec and submit again.\n";

@@ -155,6 +155,9 @@ void for_each_key(S& s, F&& f) {
   f("resilience.replay_on_divergence", r.replay_on_divergence);
   f("resilience.require_same_binary", r.require_same_binary);
 
+  f("tracking.mlflow_uri", s.tracking.mlflow_uri);
+  f("tracking.experiment", s.tracking.experiment);
+
   f("sweep.mode", s.sweep.mode);
   f("sweep.max_parallel", s.sweep.max_parallel);
   f("sweep.params", s.sweep.params);

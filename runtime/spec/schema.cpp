@@ -290,6 +290,14 @@ std::vector<Field> make_fields() {
               "attempt recorded stops instead of resuming with other code; false = go on and "
               "note the change (docs/resilience.md)."),
 
+      // [tracking]
+      str("tracking.mlflow_uri", kOpt, {}, Charset::kFree,
+          "An MLflow tracking server (http://host:5000): the run's params, metrics, tags and "
+          "report go to one MLflow run across requeues and chains, pushed by the launcher side "
+          "(docs/tracking.md)."),
+      str("tracking.experiment", kOpt, {}, Charset::kFree,
+          "The MLflow experiment the run goes to (created when missing); default: job.name."),
+
       // [sweep]
       choice<SweepMode>("sweep.mode", "\"grid\"",
                         "grid: every combination of params; zip: the i-th value of each."),
@@ -306,7 +314,7 @@ const std::vector<std::string_view>& tables() {
   static const std::vector<std::string_view> kTables = {
       "job",        "job.container",   "data",           "model",
       "train",      "train.optimizer", "train.schedule", "checkpoint",
-      "preemption", "resilience",      "sweep"};
+      "preemption", "resilience",      "tracking",       "sweep"};
   return kTables;
 }
 

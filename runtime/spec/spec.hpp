@@ -151,6 +151,12 @@ struct ResilienceSpec {
   }
 };
 
+// Where the run's params, metrics, tags and report go (launcher/tracking, docs/tracking.md).
+struct TrackingSpec {
+  std::optional<std::string> mlflow_uri;  // an MLflow tracking server: http(s)://host:port[/path]
+  std::optional<std::string> experiment;  // its experiment; absent: job.name
+};
+
 struct SweepSpec {
   SweepMode mode = SweepMode::kGrid;
   int64_t max_parallel = 0;
@@ -166,6 +172,7 @@ struct Spec {
   CheckpointSpec checkpoint;
   PreemptionSpec preemption;
   ResilienceSpec resilience;
+  TrackingSpec tracking;
   SweepSpec sweep;
 
   bool is_array() const { return !sweep.params.empty(); }
@@ -206,6 +213,9 @@ Resolved load(const LoadOptions& options);
 
 // Canonical TOML of a resolved spec: every key, schema order, byte-identical for equal specs.
 std::string freeze(const Spec& spec);
+// What freeze writes, key by key: each present key (dotted) and its TOML text, in schema order
+// (tracking's params).
+std::vector<std::pair<std::string, std::string>> frozen_values(const Spec& spec);
 
 // Parses a Slurm time limit ("90", "1:30:00", "2-12", ...) to seconds; nullopt if malformed.
 std::optional<int64_t> parse_slurm_time(const std::string& text);

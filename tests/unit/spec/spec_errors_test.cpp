@@ -441,5 +441,25 @@ TEST(SpecErrors, BadFiles) {
   }
 }
 
+TEST(SpecErrors, TrackingTakesAnHttpUrlWithoutCredentials) {
+  TempDir dir;
+  auto uri_error = [&](const std::string& uri) {
+    return errors_of(dir, minimal_spec("[tracking]\nmlflow_uri = \"" + uri + "\"\n"));
+  };
+  const auto no_scheme = uri_error("mlflow:5000");
+  EXPECT_ERROR_AT(no_scheme, "tracking.mlflow_uri", 7, 1, "not an http");
+  const auto no_host = uri_error("http://");
+  EXPECT_ERROR_AT(no_host, "tracking.mlflow_uri", 7, 1, "not an http");
+  const auto space = uri_error("http://host:5000/a b");
+  EXPECT_ERROR_AT(space, "tracking.mlflow_uri", 7, 1, "%20");
+  const auto credentials = uri_error("https://me:secret@host");
+  EXPECT_ERROR_AT(credentials, "tracking.mlflow_uri", 7, 1, "MLFLOW_TRACKING_USERNAME");
+  EXPECT_TRUE(uri_error("http://127.0.0.1:5000").empty());
+  EXPECT_TRUE(uri_error("https://mlflow.example.org/prefix/").empty());
+  const auto empty =
+      errors_of(dir, minimal_spec("[tracking]\nmlflow_uri = \"http://h\"\nexperiment = \"\"\n"));
+  EXPECT_ERROR_AT(empty, "tracking.experiment", 8, 1, "is empty");
+}
+
 }  // namespace
 }  // namespace hpctrain::spec
