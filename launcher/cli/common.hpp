@@ -97,5 +97,6 @@ void add_list(CLI::App& app);
 void add_logs(CLI::App& app);
 void add_supervise(CLI::App& app);
 void add_drill(CLI::App& app);
+void add_track(CLI::App& app);
 
 }  // namespace hpctrain::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   add_logs(app);
   add_supervise(app);
   add_drill(app);
+  add_track(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

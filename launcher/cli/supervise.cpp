@@ -11,6 +11,7 @@
 #include "common/records.hpp"
 #include "supervisor/provenance.hpp"
 #include "supervisor/supervisor.hpp"
+#include "tracking/push.hpp"
 
 namespace hpctrain::cli {
 namespace {
@@ -49,6 +50,23 @@ supervisor::AttemptContext context_of(const SuperviseArgs& a) {
   return c;
 }
 
+// After the attempt (its ledger line written): the run pushed to its tracking server, when the
+// spec has one and this node reaches it, within a deadline (shorter when Slurm is ending the job:
+// KillWait). A failure is one line in the job's log; `hpctrain track` pushes later.
+void push_tracking(const spec::Spec& spec, const std::filesystem::path& task_dir) {
+  if (!spec.tracking.mlflow_uri) return;
+  const auto budget = std::chrono::seconds(supervisor::g_terminated ? 15 : 60);
+  try {
+    const auto out = tracking::push(task_dir, Clock::now() + budget);
+    std::cout << "hpctrain: tracking: " << tracking::describe(out, *spec.tracking.mlflow_uri)
+              << std::endl;
+    for (const auto& note : out.notes) std::cerr << "hpctrain: tracking: " << note << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "hpctrain: tracking: not pushed (" << e.what() << "); run 'hpctrain track "
+              << task_dir.string() << "' where the server can be reached" << std::endl;
+  }
+}
+
 int run_supervisor(const SuperviseArgs& args) {
   if (args.terminated) supervisor::g_terminated = 1;
   const auto context = context_of(args);
@@ -76,8 +94,10 @@ int run_supervisor(const SuperviseArgs& args) {
   // Queries get 10 s: the supervisor asks them while a step stops or the job ends.
   const auto client = slurm::make_command_client(
       {std::chrono::milliseconds(60000), std::chrono::milliseconds(10000)});
-  return supervisor::supervise(
+  const int status = supervisor::supervise(
       context, supervisor::supervisor_options_from_spec(spec, context.spec_file), *client);
+  push_tracking(spec, context.task_dir);
+  return status;
 }
 
 }  // namespace

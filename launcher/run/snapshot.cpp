@@ -1,11 +1,22 @@
 #include "run/snapshot.hpp"
 
 #include <algorithm>
+#include <fstream>
 
 #include "common/run_layout.hpp"
 #include "run/run_dir.hpp"
 
 namespace hpctrain::run {
+namespace {
+
+nlohmann::json object_in(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  return j.is_object() ? j : nlohmann::json(nullptr);
+}
+
+}  // namespace
 
 Snapshot read_snapshot(const std::filesystem::path& dir, SnapshotParts parts) {
   Snapshot s;
@@ -18,6 +29,8 @@ Snapshot read_snapshot(const std::filesystem::path& dir, SnapshotParts parts) {
   if (!(array && parts.tasks)) {
     s.attempts = records::read_attempts(dir, &s.malformed_attempts);
     s.metrics = records::read_metrics(dir);
+    s.provenance = object_in(dir / "provenance.json");
+    s.tracking = object_in(dir / "tracking.json");
     s.checkpoint_step = last_committed_step(dir);
     if (s.checkpoint_step) s.checkpoint_age_s = checkpoint_age_s(dir, *s.checkpoint_step);
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ struct Snapshot {
   records::MetricsRead metrics;
   std::optional<int64_t> checkpoint_step;   // the newest committed checkpoint
   std::optional<int64_t> checkpoint_age_s;  // seconds since its manifest was written
+  // provenance.json (the worker binary, launcher/supervisor/provenance.hpp) and tracking.json (the
+  // MLflow run, launcher/tracking/push.hpp) as written; null when missing or not a JSON object.
+  nlohmann::json provenance, tracking;
   // With SnapshotParts::spec: the frozen spec, or why it did not load.
   std::optional<spec::Spec> spec;
   std::string spec_error;

@@ -369,6 +369,8 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
     }
   }
   j["rollbacks"] = rollbacks;
+  if (!s.provenance.is_null()) j["provenance"] = s.provenance;
+  if (!s.tracking.is_null()) j["tracking"] = s.tracking;
   if (const auto trend = loss_trend(m.records)) {
     auto loss = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nullptr; };
     nlohmann::json buckets = nlohmann::json::array();
@@ -384,6 +386,53 @@ nlohmann::json describe_run_dir(const Snapshot& s) {
   }
   return j;
 }
+
+namespace {
+
+// "hpctrain-worker sha256 3f2a9c1b4e5d (job 4711's); 1 change let through since": the worker
+// binary the run's first attempt recorded.
+std::optional<std::string> provenance_text(const nlohmann::json& d) {
+  if (!d.contains("provenance")) return std::nullopt;
+  const auto& p = d["provenance"];
+  const auto first = p.value("first", nlohmann::json::object());
+  if (!first.is_object()) return std::nullopt;
+  const std::string sha = first.value("sha256", std::string());
+  std::string line = first.value("path", std::string("?")) + " sha256 " + sha.substr(0, 12) +
+                     " (the first attempt's, job " + first.value("job_id", std::string("?")) + ")";
+  const auto changes = p.value("changes", nlohmann::json::array());
+  if (changes.is_array() && !changes.empty()) {
+    line += "; " + std::to_string(changes.size()) + " change" + (changes.size() == 1 ? "" : "s") +
+            " let through since (resilience.require_same_binary = false)";
+  }
+  return line;
+}
+
+// "mlflow run 5f3c... at http://host:5000, through step 400, RUNNING (pushed 2026-...)"; or the
+// last push's failure.
+std::optional<std::string> tracking_text(const nlohmann::json& d) {
+  if (!d.contains("tracking")) return std::nullopt;
+  const auto& t = d["tracking"];
+  const std::string run = t.value("run_id", std::string());
+  std::string line = run.empty() ? std::string("no MLflow run yet")
+                                 : "mlflow run " + run + " (experiment " +
+                                       t.value("experiment", std::string("?")) + ")";
+  line += " at " + t.value("mlflow_uri", std::string("?"));
+  if (t.contains("through_step") && t["through_step"].is_number_integer()) {
+    line += ", through step " + std::to_string(t["through_step"].get<int64_t>());
+  }
+  if (const std::string status = t.value("status", std::string()); !status.empty()) {
+    line += ", " + status;
+  }
+  if (const std::string at = t.value("pushed_at", std::string()); !at.empty()) {
+    line += " (pushed " + at + ")";
+  }
+  if (const std::string error = t.value("error", std::string()); !error.empty()) {
+    line += "; the last push failed at " + t.value("error_at", std::string("?")) + ": " + error;
+  }
+  return line;
+}
+
+}  // namespace
 
 void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string& indent) {
   out << indent << "attempts:   " << d["attempts"].get<size_t>() << " ("
@@ -424,6 +473,8 @@ void print_run_dir(std::ostream& out, const nlohmann::json& d, const std::string
         << last.value(F::kMessage, std::string()) << ")\n";
   }
   out << indent << "checkpoint: " << checkpoint_text(d) << '\n';
+  if (const auto line = provenance_text(d)) out << indent << "binary:     " << *line << '\n';
+  if (const auto line = tracking_text(d)) out << indent << "tracking:   " << *line << '\n';
   // The latest training and evaluation figures, as a person reads them; the raw last line when
   // the file holds neither kind.
   if (d.contains("last_train")) {

@@ -11,18 +11,25 @@
 # the log keeps every attempt, the ledger records terminated / requeued / completed, and
 # hpctrain status shows the restarts and the last checkpoint, and its goodput ledger's parts sum
 # to the wall time; hpctrain report's page of the run loads in a browser and draws every attempt
-# and checkpoint.
+# and checkpoint. Tracking (with PYTHON's mlflow; docs/tracking.md): the preempted run's spec
+# names an MLflow server that is down during the first attempt (its push fails, said in the log,
+# nothing else changes) and started while the second runs (whether the second and third
+# attempts' pushes find it up depends on how fast it starts); once the run is over, hpctrain track
+# from here completes the one MLflow run: every step of metrics.jsonl once, with its values,
+# FINISHED, 3 attempts (tests/support/mlflow_check.py); a second push adds nothing.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 source "$here/../support/synthetic_spec.sh"
 : "${WORKER:?}"
 
-spec() {  # spec NAME
-  synthetic_spec job.name="$1" job.profile=local job.tasks_per_node=2 job.time=00:20:00 \
+spec() {  # spec NAME [KEY=VALUE...]
+  local name=$1
+  shift
+  synthetic_spec job.name="$name" job.profile=local job.tasks_per_node=2 job.time=00:20:00 \
     job.run_dir="$work/{name}" job.worker="$WORKER" data.synthetic_samples=2048 \
     data.synthetic_image_size=16 train.epochs=1 train.batch_size=16 train.log_every_steps=4 \
     train.eval_every_epochs=0 checkpoint.every_steps=4 preemption.signal_lead_s=60 \
-    preemption.max_restarts=5 > "$work/$1.toml"
+    preemption.max_restarts=5 "$@" > "$work/$name.toml"
 }
 
 fingerprints() {  # fingerprints LOG: the distinct final-weight fingerprints in LOG
@@ -36,8 +43,16 @@ committed_at_least() {
   (( step >= $2 ))
 }
 
+# The tracking server: its address now, the server itself only during the second attempt.
+tracked=
+if [[ -n ${PYTHON:-} ]] && "$PYTHON" -c 'import mlflow' 2> /dev/null; then
+  source "$here/../support/mlflow.sh"
+  tracked=1
+  mlflow_port=$((20000 + RANDOM % 40000))
+  trap 'stop_mlflow; cleanup' EXIT
+fi
 spec straight
-spec preempted
+spec preempted ${tracked:+tracking.mlflow_uri=http://127.0.0.1:$mlflow_port tracking.experiment=preempt-$$}
 straight_id=$(submit "$work/straight.toml")
 id=$(submit "$work/preempted.toml")
 run=$work/preempted
@@ -47,6 +62,7 @@ wait_state "$run" RUNNING 120
 wait_for 180 "a committed checkpoint" committed_at_least "$run" 8
 scontrol requeue "$id" || fail "scontrol requeue $id"
 wait_for 120 "the second attempt" bash -c "grep -q 'attempt 2 on' '$run/logs/slurm-$id.out'"
+if [[ -n $tracked ]]; then launch_mlflow "$PYTHON" "$work/mlflow" "$mlflow_port"; fi
 
 # 2. scancel --signal=USR2 once the second attempt has resumed and moved on.
 wait_for 180 "the second attempt resuming" bash -c "grep -q 'resuming from checkpoint step' '$run/logs/slurm-$id.out'"
@@ -101,6 +117,23 @@ goodput_adds_up "$run"
 "$HPCTRAIN" list --json "$work" 2>/dev/null |
   jq -e '.runs[] | select(.name == "preempted") | .goodput.attempts | length == 3' > /dev/null ||
   fail "list --json has no goodput: $("$HPCTRAIN" list --json "$work" 2>&1)"
+
+# Tracking: the first attempt's push failed (the server was down); pushed from here once the
+# server is up, the run is one MLflow run, whatever the supervisors of the later attempts sent.
+if [[ -n $tracked ]]; then
+  wait_mlflow
+  grep -q "hpctrain: tracking: not pushed (.*127.0.0.1:$mlflow_port" "$err" ||
+    fail "the first attempt's failed push is not in the log: $(grep tracking "$log" "$err")"
+  pushed=$(grep -c '^hpctrain: tracking: mlflow run ' "$log" || true)
+  "$HPCTRAIN" track "$run" > "$work/track.out" 2>&1 || fail "hpctrain track: $(cat "$work/track.out")"
+  "$PYTHON" "$here/../support/mlflow_check.py" "$mlflow_uri" "preempt-$$" "$run" --status FINISHED \
+    > "$work/mlflow-run.json" || fail "the MLflow run differs from the run directory"
+  "$HPCTRAIN" track "$run" | grep -q ': 0 metric values sent, through step' ||
+    fail "a second push sent again: $("$HPCTRAIN" track "$run" 2>&1)"
+  echo "tracking: $pushed of 3 attempts pushed from the job; then $(cat "$work/track.out")"
+  echo "MLflow run: $(jq -c '{info, tags, steps: (.metrics | map_values(length))}' "$work/mlflow-run.json")"
+  stop_mlflow
+fi
 
 # hpctrain report on this preempted run: the page loads in headless Chromium without an error and
 # shows every attempt, every committed checkpoint and one point per step (tests/report/).

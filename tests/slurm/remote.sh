@@ -33,6 +33,13 @@ got=$(remote status --json "$run" | jq -r '.slurm[0].state')
 [[ $got == COMPLETED ]] || fail "status over ssh says '$got', not COMPLETED"
 cmp -s "$work/follow.out" "$run/logs/slurm-$id.out" ||
   fail "logs -f over ssh printed other than $run/logs/slurm-$id.out: $(cat "$work/follow.out")"
+# The transcript, for a reader of the test's output.
+echo "\$ hpctrain --host remote-test submit $spec"
+echo "$id"
+echo "\$ hpctrain --host remote-test logs -f $run"
+cat "$work/follow.out" "$work/follow.err"
+echo "\$ hpctrain --host remote-test status --json $run | jq -r '.slurm[0].state'"
+echo "$got"
 
 spec=$(write_spec remote-cancel wait-for-go)
 id=$(remote submit "$spec") || fail "submit over ssh failed"
