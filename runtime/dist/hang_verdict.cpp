@@ -1,11 +1,26 @@
 #include "dist/hang_verdict.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
 #include <map>
 #include <sstream>
 
 namespace hpctrain::dist {
+
+void end_rank(const HangOptions& o, int status, const std::string& line) {
+  if (o.on_end) {
+    o.on_end(status, line);
+    throw RankEnded{status};
+  }
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  ::_exit(status);
+}
+
+progress::Snapshot current_progress(const HangOptions& o) {
+  return o.progress ? o.progress() : progress::snapshot();
+}
 namespace {
 
 // A hang verdict's first line (encode_hang_verdict()).

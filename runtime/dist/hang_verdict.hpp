@@ -33,7 +33,28 @@ struct HangOptions {
   // them for the step supervisor, which treats the named ranks' nodes as lost). Runs on the
   // heartbeat's thread; an exception is reported and otherwise ignored.
   std::function<void(const std::vector<int>& named, const std::string& message)> on_hang;
+  // Where this rank's training stands; empty: progress::snapshot(), the process's own. The
+  // many-rank emulator (bench/scale) gives each of its ranks its own.
+  std::function<progress::Snapshot()> progress;
+  // Ends this rank on a verdict, given the exit status and the line to print (with its newline).
+  // Empty: the line on stderr in one write, then _exit(status): no destructors, no atexit handlers
+  // (the main thread may be inside a collective that never returns). A hook that returns ends only
+  // the heartbeat's threads (end_rank() throws RankEnded to them): the emulator's ranks are
+  // threads of one process.
+  std::function<void(int status, const std::string& line)> on_end;
 };
+
+// What end_rank() throws to the heartbeat's threads when on_end returned; not a std::exception,
+// so that no handler of store errors takes it.
+struct RankEnded {
+  int status = 0;
+};
+
+// Ends this rank as `o.on_end` says (see there).
+[[noreturn]] void end_rank(const HangOptions& o, int status, const std::string& line);
+
+// This rank's progress: o.progress, or the process's.
+progress::Snapshot current_progress(const HangOptions& o);
 
 // The hang timeout in force: hang_timeout when set, else 10 times the median of `step_seconds`
 // (rank 0's seconds per step so far), at least hang_floor (the floor alone before any step).

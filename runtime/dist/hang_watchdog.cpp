@@ -40,12 +40,12 @@ HangWatchdog::HangWatchdog(HangOptions options, int rank, int world_size,
       progress_(world_size) {}
 
 void HangWatchdog::publish(KvStore& store) const {
-  store.set(where_key(rank_), progress::encode(progress::snapshot()));
+  store.set(where_key(rank_), progress::encode(current_progress(o_)));
 }
 
 void HangWatchdog::publish_finishing(KvStore& store) const {
   // Leaving is not hanging: rank 0's watch passes over a rank that finished.
-  progress::Snapshot done = progress::snapshot();
+  progress::Snapshot done = current_progress(o_);
   done.phase = progress::Phase::kFinishing;
   if (rank_ != 0) store.set(where_key(rank_), progress::encode(done));
 }
@@ -80,7 +80,7 @@ void HangWatchdog::read_progress(KvStore& store, Clock::time_point now) {
   std::vector<std::string> keys;
   for (const int r : where_ranks_) keys.push_back(where_key(r));
   const auto values = keys.empty() ? std::vector<std::string>{} : store.multi_get(keys);
-  progress_.observe(0, progress::snapshot(), now);
+  progress_.observe(0, current_progress(o_), now);
   for (size_t i = 0; i < where_ranks_.size(); ++i) {
     progress_.observe(where_ranks_[i], progress::parse(values[i]), now);
   }
@@ -89,12 +89,13 @@ void HangWatchdog::read_progress(KvStore& store, Clock::time_point now) {
 void HangWatchdog::carry_out(KvStore& store, const std::string& why, const HangVerdict& verdict) {
   ending_.store(true);
   const bool me = among(verdict.named, rank_);
-  say(rt::rank_prefix() + why + "; stopping this rank (exit status " +
-      std::to_string(o_.hang_exit_status) + ")\n");
+  const std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
+                           std::to_string(o_.hang_exit_status) + ")\n";
+  if (!o_.on_end) say(line);
   try {
     store.set(heard_key(rank_), "1");
   } catch (const std::exception&) {
-    ::_exit(o_.hang_exit_status);  // the store is gone: nobody is left to wait for
+    end_rank(o_, o_.hang_exit_status, o_.on_end ? line : "");  // the store is gone
   }
   if (me && o_.dump_stacks) print_thread_stacks();
   try {
@@ -103,7 +104,7 @@ void HangWatchdog::carry_out(KvStore& store, const std::string& why, const HangV
   } catch (const std::exception&) {
     // The store is gone (rank 0 has exited): nobody is left to wait for.
   }
-  ::_exit(o_.hang_exit_status);
+  end_rank(o_, o_.hang_exit_status, o_.on_end ? line : "");
 }
 
 // Srun ends a step's other tasks once one exits non-zero, so the ranks not named wait (up to the

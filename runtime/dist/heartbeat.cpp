@@ -115,10 +115,9 @@ struct Heartbeat::State {
   // Ends the process: the verdict on stderr in one write, no destructors, no atexit handlers
   // (the main thread may be inside a collective that will never return).
   [[noreturn]] void lost(const std::string& why) const {
-    const std::string line = rt::rank_prefix() + why + "; stopping this rank (exit status " +
-                             std::to_string(o.exit_status) + ") so the job can recover\n";
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
-    ::_exit(o.exit_status);
+    end_rank(o, o.exit_status,
+             rt::rank_prefix() + why + "; stopping this rank (exit status " +
+                 std::to_string(o.exit_status) + ") so the job can recover\n");
   }
 
   // Sleeps for `d` unless told to stop (or, for the beat thread, to leave); false when stopping.
@@ -132,6 +131,14 @@ struct Heartbeat::State {
   void returned() {
     std::lock_guard<std::mutex> lock(mutex);
     --running;
+    changed.notify_all();
+  }
+
+  // on_end has ended this rank without ending the process (the emulator's ranks are threads):
+  // the other thread stops too.
+  void ended() {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
     changed.notify_all();
   }
 
@@ -151,7 +158,12 @@ struct Heartbeat::State {
         }
         store->add(beat_key(o.rank), 1);
         if (o.rank == 0) {
+          const auto round = Clock::now();
           watch_beats();
+          if (o.on_watch_round) {
+            o.on_watch_round(
+                std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - round));
+          }
         } else {
           hang->publish(*store);
           if (store->check(kVerdictKey)) read_verdict(store->get(kVerdictKey));
@@ -160,9 +172,15 @@ struct Heartbeat::State {
       }
     } catch (const std::exception& e) {
       if (!leaving.load()) {
-        lost("lost the store on rank 0" + host(0) + " at " + o.store_address + ": " +
-             first_line(e.what()));
+        try {
+          lost("lost the store on rank 0" + host(0) + " at " + o.store_address + ": " +
+               first_line(e.what()));
+        } catch (const RankEnded&) {
+          ended();
+        }
       }
+    } catch (const RankEnded&) {
+      ended();
     }
     returned();
   }
@@ -214,6 +232,14 @@ struct Heartbeat::State {
   // No store traffic: notices when the beats stop succeeding (a round trip that hangs, as on a
   // cut link, never throws).
   void watch_loop() {
+    try {
+      watch();
+    } catch (const RankEnded&) {
+      ended();
+    }
+    returned();
+  }
+  void watch() {
     while (pause(interval / 2, /*wake_to_leave=*/false)) {
       if (leaving.load() || hang->ending()) continue;
       const auto last = Clock::time_point(Clock::duration(last_ok.load()));
@@ -224,7 +250,6 @@ struct Heartbeat::State {
              seconds_text(silent) + " (rank 0's node, or this node's link, is gone)");
       }
     }
-    returned();
   }
 };
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct HeartbeatOptions : HangOptions {
   std::string store_address;       // "host:port", for the messages
   std::chrono::milliseconds timeout{10000};
   int exit_status = 1;
+  // Rank 0, after each watch round (the beats' and the hang watch's reads): how long it took.
+  // Runs on the heartbeat's thread (the many-rank emulator times the rounds with it).
+  std::function<void(std::chrono::microseconds)> on_watch_round;
 };
 
 // resilience.heartbeat_timeout_s and hang_timeout_s, checkpoint.commit_timeout_s; the exit

@@ -23,6 +23,7 @@
 #include "dist/nccl_backend.hpp"
 #endif
 #include "dist/ports.hpp"
+#include "dist/store_join.hpp"
 #include "spec/spec.hpp"
 
 namespace hpctrain::dist {
@@ -40,18 +41,6 @@ bool resolves_to_loopback(const std::string& host) {
   const bool loopback = (ntohl(addr->sin_addr.s_addr) >> 24) == 127;
   ::freeaddrinfo(result);
   return loopback;
-}
-
-std::string list_ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
-  std::ostringstream out;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i) out << ", ";
-    out << ranks[i];
-    if (static_cast<size_t>(ranks[i]) < hosts.size() && !hosts[ranks[i]].empty()) {
-      out << " (" << hosts[ranks[i]] << ")";
-    }
-  }
-  return out.str();
 }
 
 class C10dWork : public Work {
@@ -238,61 +227,15 @@ class C10dGroup : public ProcessGroup, public Communicator {
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-  // Every rank sets its host key, then counts itself in: waiting costs one round trip a poll
-  // whatever the world size (checking every rank's key would be world_size of them, from every
-  // rank: quadratic), and the ranks that are missing are looked up key by key only at the deadline.
+  // Every rank counts itself in and waits for the others (dist/store_join.hpp).
   void register_and_wait() {
-    store_->set("host/" + std::to_string(world_.rank), world_.hostname);
-    store_->add("arrived", 1);
-    const auto deadline = Clock::now() + options_.rendezvous_timeout;
-    std::vector<std::string> keys;
-    for (int r = 0; r < world_.world_size; ++r) keys.push_back("host/" + std::to_string(r));
-    const std::string verdict_key = "rendezvous/failed";
-    while (true) {
-      std::vector<int> missing;
-      try {
-        // Rank 0 publishes its verdict when its deadline passes, so every rank reports the same
-        // missing ranks instead of "lost the store" when rank 0 then exits.
-        if (world_.rank != 0 && store_->check({verdict_key})) {
-          HPCTRAIN_THROW(rt::PeerError, to_string(store_->get(verdict_key)));
-        }
-        if (store_->add("arrived", 0) >= world_.world_size) break;
-        if (Clock::now() >= deadline) {
-          missing = missing_keys(*store_, keys);
-          // Every key is there but not every count (a rank died between the two): all ranks
-          // did arrive; one that is gone now is the collectives' and the heartbeat's to find.
-          if (missing.empty()) break;
-        }
-      } catch (const rt::PeerError&) {
-        throw;
-      } catch (const std::exception& e) {
-        HPCTRAIN_THROW(rt::PeerError, "lost the rendezvous store of rank 0 at " + host_ + ":" +
-                                          std::to_string(port_) +
-                                          " while waiting for ranks: " + first_line(e.what()));
-      }
-      if (!missing.empty()) {
-        std::vector<int> present;
-        std::vector<std::string> hosts(world_.world_size);
-        for (int r = 0; r < world_.world_size; ++r) {
-          if (std::find(missing.begin(), missing.end(), r) != missing.end()) continue;
-          present.push_back(r);
-          hosts[r] = to_string(store_->get(keys[r]));
-        }
-        const std::string verdict =
-            "rendezvous timed out after " + std::to_string(options_.rendezvous_timeout.count()) +
-            " s: " + std::to_string(missing.size()) + " of " + std::to_string(world_.world_size) +
-            " ranks never arrived: " + list_ranks(missing, {}) +
-            "; arrived: " + list_ranks(present, hosts);
-        if (world_.rank == 0) {
-          store_->set(verdict_key, verdict);
-          std::this_thread::sleep_for(1s);  // the others poll every 100 ms
-        }
-        HPCTRAIN_THROW(rt::PeerError, verdict);
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    hosts_.clear();
-    for (const auto& bytes : store_->multiGet(keys)) hosts_.push_back(to_string(bytes));
+    StoreJoinOptions o;
+    o.rank = world_.rank;
+    o.world_size = world_.world_size;
+    o.hostname = world_.hostname;
+    o.store_address = host_ + ":" + std::to_string(port_);
+    o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.rendezvous_timeout);
+    hosts_ = join_on_store(*c10d_kv_store(store_), o);
   }
 
   // The ranks whose key is not set, asked key by key (to name them once a deadline has passed).

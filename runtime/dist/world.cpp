@@ -144,6 +144,7 @@ struct SlurmStep {
   int local_size = 1;
   int node_index = 0;
   int num_nodes = 1;
+  std::vector<int> tasks_per_node;
 };
 
 // The step's size and this task's rank in it; SLURM_STEP_NUM_TASKS and SLURM_NTASKS must agree.
@@ -245,6 +246,7 @@ SlurmStep read_slurm_step(const EnvMap& env, const std::vector<std::string>& nod
   }
   check_step_layout(step, tpn, nodes_var);
   step.local_size = tpn.counts[static_cast<size_t>(step.node_index)];
+  step.tasks_per_node = tpn.counts;
   return step;
 }
 
@@ -430,6 +432,7 @@ void adopt_slurm_step(const SlurmStep& step, WorldInfo& world) {
   world.local_world_size = step.local_size;
   world.node_index = step.node_index;
   world.num_nodes = step.num_nodes;
+  world.tasks_per_node = step.tasks_per_node;
 }
 
 // Two launchers describing the same set of processes must agree on the rank. A different
@@ -493,6 +496,7 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
 
   std::optional<SlurmStep> step;
   if (found.srun_step) step = read_slurm_step(env, world.nodes, nodelist_var);
+  world.distribution = lookup(env, "SLURM_DISTRIBUTION").value_or("");
 
   // The most explicit launcher sets the world; every launcher's view is cross-checked.
   std::vector<View> views;  // most explicit first
@@ -511,6 +515,48 @@ WorldInfo detect_world(const EnvMap& env, const std::string& hostname) {
   check_views_agree(views);
   check_pmix_rank(world, step, mpi_view, views);
   return world;
+}
+
+std::vector<std::string> derive_rank_hosts(const WorldInfo& world) {
+  const std::vector<int>& counts = world.tasks_per_node;
+  if (world.source != EnvSource::kSlurm || world.nodes.empty() ||
+      counts.size() != world.nodes.size()) {
+    return {};
+  }
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  if (total != world.world_size) return {};
+  // The first level of the layout: "block:cyclic" lays tasks over nodes in blocks.
+  const std::string layout = world.distribution.substr(0, world.distribution.find_first_of(":,"));
+  std::vector<int> node_of(static_cast<size_t>(world.world_size), -1);
+  if (layout.empty() || layout == "block") {
+    int r = 0;
+    for (size_t n = 0; n < counts.size(); ++n) {
+      for (int i = 0; i < counts[n]; ++i) node_of[static_cast<size_t>(r++)] = static_cast<int>(n);
+    }
+  } else if (layout == "cyclic") {
+    std::vector<int> left = counts;
+    int r = 0;
+    while (r < world.world_size) {
+      for (size_t n = 0; n < left.size() && r < world.world_size; ++n) {
+        if (left[n] == 0) continue;
+        --left[n];
+        node_of[static_cast<size_t>(r++)] = static_cast<int>(n);
+      }
+    }
+  } else {
+    return {};
+  }
+  // This rank's own place must be where the layout puts it: its node, and as many ranks before
+  // it on that node as its local rank says.
+  if (node_of[static_cast<size_t>(world.rank)] != world.node_index) return {};
+  int before = 0;
+  for (int r = 0; r < world.rank; ++r)
+    before += node_of[static_cast<size_t>(r)] == world.node_index;
+  if (before != world.local_rank) return {};
+  std::vector<std::string> hosts;
+  hosts.reserve(node_of.size());
+  for (const int n : node_of) hosts.push_back(world.nodes[static_cast<size_t>(n)]);
+  return hosts;
 }
 
 EnvMap current_environment() {

@@ -27,7 +27,10 @@ struct WorldInfo {
   int node_index = 0;
   int num_nodes = 1;
   std::vector<std::string> nodes;  // expanded node list (Slurm: the step's); empty if unknown
-  std::string hostname;            // this process's host (as given to detect_world)
+  // Slurm step: how many tasks each node of `nodes` runs, and SLURM_DISTRIBUTION ("" unset).
+  std::vector<int> tasks_per_node;
+  std::string distribution;
+  std::string hostname;  // this process's host (as given to detect_world)
   // Slurm job facts; empty/0 outside Slurm.
   std::string job_id, step_id, array_job_id, array_task_id;
   int restart_count = 0;
@@ -47,6 +50,14 @@ struct WorldInfo {
 // Inside a Slurm batch script without srun (SLURM_JOB_ID but no step) it is an error too: the
 // worker must be started by srun (or a launcher that sets ranks).
 WorldInfo detect_world(const EnvMap& env, const std::string& hostname);
+
+// Every rank's host, derived from the environment without asking anyone (docs/scaling.md, "host
+// list"): a Slurm step whose node list and tasks per node are known, its tasks laid out over the
+// nodes in blocks (SLURM_DISTRIBUTION unset or "block...", srun's default) or round robin
+// ("cyclic..."). Empty when it cannot be derived (another launcher, an arbitrary or plane layout,
+// a node list that does not match the counts) or when this rank's own place (its node and local
+// rank) disagrees with the derivation: the caller then reads the hosts from the store.
+std::vector<std::string> derive_rank_hosts(const WorldInfo& world);
 
 // The process's environment as a map.
 EnvMap current_environment();

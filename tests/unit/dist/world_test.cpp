@@ -379,6 +379,38 @@ TEST(World, Json) {
   EXPECT_EQ(to_json(world).find('\n'), std::string::npos);
 }
 
+// Every rank's host from the step's node list and tasks per node, as srun lays the tasks out:
+// in blocks by default, round robin with SLURM_DISTRIBUTION=cyclic; nothing where the layout is
+// not one of those or this rank's own place disagrees with it.
+TEST(World, RankHostsDerivedFromTheStep) {
+  using V = std::vector<std::string>;
+  const V block = {"node01", "node01", "node02", "node02", "node03", "node03", "node03", "node03"};
+  EXPECT_EQ(derive_rank_hosts(detect_world(srun_step(), "node03")), block);
+  EXPECT_EQ(derive_rank_hosts(detect_world(
+                with(srun_step(), {{"SLURM_DISTRIBUTION", "block:cyclic"}}), "node03")),
+            block);
+  const V cyclic = {"node01", "node02", "node03", "node01", "node02", "node03", "node03", "node03"};
+  EXPECT_EQ(derive_rank_hosts(
+                detect_world(with(srun_step(), {{"SLURM_DISTRIBUTION", "cyclic"}}), "node03")),
+            cyclic);
+  // A plane or arbitrary layout is not derived; nor is one this rank's place contradicts.
+  EXPECT_TRUE(derive_rank_hosts(
+                  detect_world(with(srun_step(), {{"SLURM_DISTRIBUTION", "plane=2"}}), "node03"))
+                  .empty());
+  EXPECT_TRUE(derive_rank_hosts(
+                  detect_world(with(srun_step(), {{"SLURM_DISTRIBUTION", "arbitrary"}}), "node03"))
+                  .empty());
+  EXPECT_TRUE(derive_rank_hosts(detect_world(with(srun_step(), {{"SLURM_LOCALID", "0"}}), "node03"))
+                  .empty());
+  // torchrun names no nodes.
+  EXPECT_TRUE(
+      derive_rank_hosts(
+          detect_world(
+              {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}},
+              "node03"))
+          .empty());
+}
+
 TEST(World, CurrentEnvironment) {
   ASSERT_EQ(setenv("HPCTRAIN_DIST_TEST_VAR", "a=b", 1), 0);
   const EnvMap env = current_environment();
