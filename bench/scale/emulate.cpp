@@ -41,6 +41,7 @@
 #include "dist/c10d_kv_store.hpp"
 #include "dist/heartbeat.hpp"
 #include "dist/store_join.hpp"
+#include "dist/world.hpp"
 
 namespace {
 
@@ -184,7 +185,8 @@ struct Rank {
   double joined = -1;  // seconds from the start
   std::string error;
   c10::intrusive_ptr<c10d::TCPStore> tcp;  // the join's connection, kept open as the worker's is
-  std::vector<std::string> hosts;
+  std::shared_ptr<const std::vector<std::string>> hosts;
+  std::string token;
   std::unique_ptr<dist::Heartbeat> heartbeat;
   std::atomic<double> ended{-1};  // seconds from the start, when a verdict ended it
   std::string line;               // its verdict
@@ -195,7 +197,26 @@ struct Args {
   int64_t rank_bytes = 16384, shared_bytes = 1 << 20;
   std::string dir;
   bool verdict = true;
+  bool underived = false;  // the hosts not derivable (torchrun): read from the store
 };
+
+// What srun tells rank `rank`: the step's node list and tasks per node, its node and local rank.
+dist::WorldInfo slurm_world(int rank, const Args& a) {
+  dist::WorldInfo w;
+  w.source = dist::EnvSource::kSlurm;
+  w.rank = rank;
+  w.world_size = a.ranks;
+  w.node_index = rank / a.per_node;
+  w.local_rank = rank % a.per_node;
+  w.num_nodes = (a.ranks + a.per_node - 1) / a.per_node;
+  for (int n = 0; n < w.num_nodes; ++n) {
+    w.nodes.push_back(host_of(n * a.per_node, a.per_node));
+    w.tasks_per_node.push_back(std::min(a.per_node, a.ranks - n * a.per_node));
+  }
+  w.local_world_size = w.tasks_per_node[static_cast<size_t>(w.node_index)];
+  w.hostname = w.nodes[static_cast<size_t>(w.node_index)];
+  return w;
+}
 
 // One save of `ranks` ranks (8 per node as --per-node says) into `dir`: every part written by a
 // pool of writer threads, then rank 0's commit, timed. {write s, commit s, files}.
@@ -244,7 +265,12 @@ nlohmann::json checkpoint_round(const Args& a, int ranks, const std::string& dir
 class Emulation {
  public:
   explicit Emulation(const Args& a)
-      : a_(a), server_(start_store()), t0_(Clock::now()), ranks_(static_cast<size_t>(a.ranks)) {}
+      : a_(a),
+        derived_(std::make_shared<const std::vector<std::string>>(
+            dist::derive_rank_hosts(slurm_world(0, a)))),
+        server_(start_store()),
+        t0_(Clock::now()),
+        ranks_(static_cast<size_t>(a.ranks)) {}
 
   // Every rank connects and joins, each on a thread of its own (they wait for each other).
   void join(nlohmann::json& out) {
@@ -378,8 +404,17 @@ class Emulation {
       j.hostname = host_of(r, a_.per_node);
       j.store_address = store_address();
       j.timeout = 600s;
-      me.hosts = dist::join_on_store(store, j);
+      if (!a_.underived) {
+        // Every rank derives the hosts itself, as the worker does; the emulator keeps one copy.
+        if (dist::derive_rank_hosts(slurm_world(r, a_)) != *derived_) {
+          throw std::runtime_error("rank " + std::to_string(r) + " derived other hosts");
+        }
+        j.hosts = derived_;
+      }
+      dist::Joined joined = dist::join_on_store(store, j);
       me.joined = since(t0_);
+      me.hosts = one_copy(joined.hosts);
+      me.token = joined.token;
     } catch (const std::exception& e) {
       me.error = e.what();
     }
@@ -392,7 +427,8 @@ class Emulation {
       dist::HeartbeatOptions h;
       h.rank = r;
       h.world_size = a_.ranks;
-      h.hosts = std::move(me.hosts);
+      h.hosts = me.hosts;
+      h.board_token = me.token;
       h.store_address = store_address();
       h.timeout = std::chrono::seconds(a_.timeout_s);
       h.dump_stacks = false;
@@ -414,6 +450,15 @@ class Emulation {
     }
   }
 
+  // The emulator keeps one copy of the hosts every rank holds alike (10,240 copies of 10,240
+  // names would be gigabytes here, megabytes on a cluster: 300 KB a rank).
+  std::shared_ptr<const std::vector<std::string>> one_copy(
+      std::shared_ptr<const std::vector<std::string>> hosts) {
+    std::lock_guard<std::mutex> lock(hosts_mutex_);
+    if (!hosts_ && hosts) hosts_ = hosts;
+    return hosts && hosts_ && *hosts == *hosts_ ? hosts_ : hosts;
+  }
+
   // Rank 0's watch rounds (ms) since the last call; from now on collected or not.
   std::vector<double> collect_rounds(bool go_on) {
     std::lock_guard<std::mutex> lock(rounds_mutex_);
@@ -424,9 +469,12 @@ class Emulation {
   }
 
   const Args& a_;
+  std::shared_ptr<const std::vector<std::string>> derived_;
   StoreProcess server_;
   Clock::time_point t0_;
   std::vector<Rank> ranks_;
+  std::mutex hosts_mutex_;
+  std::shared_ptr<const std::vector<std::string>> hosts_;  // guarded by hosts_mutex_
   std::mutex rounds_mutex_;
   std::vector<double> rounds_;  // guarded by rounds_mutex_
   bool watching_ = false;       // guarded by rounds_mutex_
@@ -461,6 +509,7 @@ int main(int argc, char** argv) {
   app.add_option("--shared-bytes", a.shared_bytes, "bytes of rank 0's shared file");
   app.add_option("--ckpt-baseline", a.baseline, "ranks of the comparison save (0: none)");
   app.add_flag("!--no-verdict", a.verdict, "skip the planted silent rank");
+  app.add_flag("--underived", a.underived, "hosts not derivable (torchrun): read from the store");
   CLI11_PARSE(app, argc, argv);
   if (!enough_descriptors(a.ranks)) return 2;
   fs::create_directories(a.dir);
@@ -468,7 +517,8 @@ int main(int argc, char** argv) {
   nlohmann::json out = {{"ranks", a.ranks},
                         {"per_node", a.per_node},
                         {"nodes", (a.ranks + a.per_node - 1) / a.per_node},
-                        {"timeout_s", a.timeout_s}};
+                        {"timeout_s", a.timeout_s},
+                        {"hosts", a.underived ? "store" : "derived"}};
   Emulation job(a);
   job.join(out);
   job.start_heartbeats(out);

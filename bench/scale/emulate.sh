@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-$root/build}
-emulate=$build/bin/hpctrain-emulate
+emulate=${EMULATE:-$build/bin/hpctrain-emulate}
 [[ -x $emulate ]] || { echo "emulate.sh: no $emulate (build the CUDA or CPU build first)" >&2; exit 2; }
 counts=${COUNTS:-1024 4096 10240}
 keep=${KEEP:-$(mktemp -d /var/tmp/hpctrain-emulate.XXXXXX)}

@@ -13,7 +13,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string where_key(int rank) { return "hb/where/" + std::to_string(rank); }
 // Set by a rank named in a hang verdict once its stacks are printed.
 std::string stacks_key(int rank) { return "hb/stacks/" + std::to_string(rank); }
 // Set by a rank once it has a hang verdict: rank 0, which serves the store, waits for these.
@@ -31,7 +30,8 @@ void say(const std::string& line) {
 }  // namespace
 
 HangWatchdog::HangWatchdog(HangOptions options, int rank, int world_size,
-                           std::vector<std::string> hosts, std::chrono::milliseconds beat_interval)
+                           std::shared_ptr<const std::vector<std::string>> hosts,
+                           std::chrono::milliseconds beat_interval)
     : o_(std::move(options)),
       rank_(rank),
       world_size_(world_size),
@@ -39,22 +39,15 @@ HangWatchdog::HangWatchdog(HangOptions options, int rank, int world_size,
       interval_(beat_interval),
       progress_(world_size) {}
 
-void HangWatchdog::publish(KvStore& store) const {
-  store.set(where_key(rank_), progress::encode(current_progress(o_)));
-}
-
-void HangWatchdog::publish_finishing(KvStore& store) const {
-  // Leaving is not hanging: rank 0's watch passes over a rank that finished.
-  progress::Snapshot done = current_progress(o_);
-  done.phase = progress::Phase::kFinishing;
-  if (rank_ != 0) store.set(where_key(rank_), progress::encode(done));
-}
-
-std::optional<HangVerdict> HangWatchdog::watch(
-    KvStore& store, Clock::time_point now,
+std::optional<HangVerdict> HangWatchdog::watch_reported(
+    Clock::time_point now, const std::vector<std::optional<progress::Snapshot>>& where,
     const std::vector<std::chrono::milliseconds>& beat_ages) {
-  read_progress(store, now);
-  auto verdict = progress_.check(now, o_, beat_ages, hosts_, interval_);
+  progress_.observe(0, current_progress(o_), now);
+  for (int r = 1; r < world_size_ && static_cast<size_t>(r) < where.size(); ++r) {
+    progress_.observe(r, where[static_cast<size_t>(r)], now);
+  }
+  static const std::vector<std::string> unknown;
+  auto verdict = progress_.check(now, o_, beat_ages, hosts_ ? *hosts_ : unknown, interval_);
   // nullopt also while a beat is late: decided at the next one, when it has come or not.
   if (!verdict) return std::nullopt;
   if (o_.on_hang) {
@@ -65,25 +58,6 @@ std::optional<HangVerdict> HangWatchdog::watch(
     }
   }
   return verdict;
-}
-
-// Every rank's progress (rank 0's own, the others' from the store), a round trip whatever the
-// world size.
-void HangWatchdog::read_progress(KvStore& store, Clock::time_point now) {
-  if (where_known_.empty()) where_known_.assign(static_cast<size_t>(world_size_), 0);
-  for (int r = 1; r < world_size_; ++r) {
-    if (!where_known_[static_cast<size_t>(r)] && store.check(where_key(r))) {
-      where_known_[static_cast<size_t>(r)] = 1;
-      where_ranks_.push_back(r);
-    }
-  }
-  std::vector<std::string> keys;
-  for (const int r : where_ranks_) keys.push_back(where_key(r));
-  const auto values = keys.empty() ? std::vector<std::string>{} : store.multi_get(keys);
-  progress_.observe(0, current_progress(o_), now);
-  for (size_t i = 0; i < where_ranks_.size(); ++i) {
-    progress_.observe(where_ranks_[i], progress::parse(values[i]), now);
-  }
 }
 
 void HangWatchdog::carry_out(KvStore& store, const std::string& why, const HangVerdict& verdict) {

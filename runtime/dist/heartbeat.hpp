@@ -1,18 +1,26 @@
 // The heartbeat that lets ranks notice a lost peer in seconds instead of at the collective
-// timeout (docs/resilience.md): liveness. Every rank adds to its own counter in the store once a
-// second over a store connection of its own (Store::clone(): a thread blocked on a dead peer's key
-// must not stall the rest); rank 0 watches every counter, and when one stops moving for `timeout`
-// it posts a verdict that the others read on their next beat. A rank that cannot reach the store
-// (rank 0's node is gone, or its own link is) notices that its beats stopped succeeding. Either
-// way the rank prints the verdict and ends its process with `exit_status`: a rank blocked in a
-// Gloo collective cannot be interrupted otherwise, and the step supervisor (`hpctrain
-// supervise`), not this rank, decides what happens next.
+// timeout (docs/resilience.md): liveness, aggregated by node (docs/scaling.md, "beats"). The ranks
+// of a node (those sharing a host) beat on their node's board in shared memory
+// (dist/node_board.hpp) once a second; the node's leader, its lowest rank, reads the board and
+// posts one record for the whole node in rank 0's store over a store connection of its own
+// (Store::clone(): a thread blocked on a dead peer's key must not stall the rest): every rank's
+// beat age, whether it left, and where its training stands. Rank 0 reads every node's record in
+// one round trip, and when a rank (or a whole node, its leader silent) has not beaten for
+// `timeout` it posts a verdict that the leaders read on their next beat and pass on through their
+// boards. So rank 0's store sees two operations a second per node, not three per rank. A leader
+// that cannot reach the store notices that its beats stopped succeeding; a member notices that
+// its leader stopped beating. Either way the rank prints the verdict and ends its process with
+// `exit_status`: a rank blocked in a Gloo collective cannot be interrupted otherwise, and the step
+// supervisor (`hpctrain supervise`), not this rank, decides what happens next. Without a board
+// token (or hosts), every rank is a node of its own.
 //
-// The hang watchdog (dist/hang_watchdog.hpp) rides on the same beats and store connection: each
-// beat publishes where this rank's training stands, rank 0 reads everyone's and posts a hang
-// verdict through the same key; every rank then ends with `hang_exit_status`, the named ones after
-// printing their threads' stacks (dist/stack_dump.hpp). Its decisions are dist/hang_verdict.hpp's.
-// Thread safety: construct and leave() from one thread; two threads of its own run meanwhile.
+// The hang watchdog (dist/hang_watchdog.hpp) rides on the same beats: the records carry every
+// rank's progress, rank 0 judges it and posts a hang verdict through the same key; every rank then
+// ends with `hang_exit_status`, the named ones after printing their threads' stacks
+// (dist/stack_dump.hpp), each over its own store connection. Its decisions are
+// dist/hang_verdict.hpp's.
+// Thread safety: construct and leave() from one thread; one thread of its own runs meanwhile (a
+// member's), or two (a leader's).
 #pragma once
 
 #include <chrono>
@@ -34,8 +42,13 @@ namespace hpctrain::dist {
 struct HeartbeatOptions : HangOptions {
   int rank = 0;
   int world_size = 1;
-  std::vector<std::string> hosts;  // host of every rank, for the messages
-  std::string store_address;       // "host:port", for the messages
+  // Every rank's host, for the messages and the nodes (shared: at 10,000 ranks a copy per rank
+  // and per part is megabytes); null or "": unknown.
+  std::shared_ptr<const std::vector<std::string>> hosts;
+  std::string store_address;  // "host:port", for the messages
+  // The join's token (dist/store_join.hpp), which names the nodes' boards; empty: no boards, every
+  // rank a node of its own.
+  std::string board_token;
   std::chrono::milliseconds timeout{10000};
   int exit_status = 1;
   // Rank 0, after each watch round (the beats' and the hang watch's reads): how long it took.
@@ -48,9 +61,15 @@ struct HeartbeatOptions : HangOptions {
 // on_hang are the caller's.
 HeartbeatOptions heartbeat_options_from_spec(const spec::Spec& spec);
 
+// The nodes the heartbeat groups the ranks into: ranks sharing a host, ascending, the nodes in
+// order of their first rank; with `grouped` false (or a rank's host unknown) a rank alone.
+std::vector<std::vector<int>> heartbeat_nodes(const std::vector<std::string>& hosts, int world_size,
+                                              bool grouped);
+
 class Heartbeat {
  public:
   // `store` must be a connection of the heartbeat's own (a clone); the keys go under "hb/".
+  // Throws rt::Error when the node's board cannot be opened.
   Heartbeat(std::unique_ptr<KvStore> store, HeartbeatOptions options);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;

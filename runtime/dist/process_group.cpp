@@ -73,7 +73,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
 
   // ProcessGroup
   Communicator& communicator() override { return *this; }
-  const std::vector<std::string>& hosts() const override { return hosts_; }
+  const std::vector<std::string>& hosts() const override { return *hosts_; }
   const RendezvousPlan& plan() const override { return plan_; }
   std::string store_address() const override { return host_ + ":" + std::to_string(port_); }
 
@@ -81,8 +81,9 @@ class C10dGroup : public ProcessGroup, public Communicator {
     if (world_.world_size < 2 || heartbeat_) return;
     o.rank = world_.rank;
     o.world_size = world_.world_size;
-    o.hosts = hosts_;
+    o.hosts = hosts_;  // shared
     o.store_address = store_address();
+    o.board_token = token_;
     try {
       heartbeat_ = std::make_unique<Heartbeat>(c10d_kv_store(store_->clone()), o);
     } catch (const std::exception& e) {
@@ -235,7 +236,12 @@ class C10dGroup : public ProcessGroup, public Communicator {
     o.hostname = world_.hostname;
     o.store_address = host_ + ":" + std::to_string(port_);
     o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.rendezvous_timeout);
-    hosts_ = join_on_store(*c10d_kv_store(store_), o);
+    auto derived = derive_rank_hosts(world_);
+    if (!derived.empty())
+      o.hosts = std::make_shared<const std::vector<std::string>>(std::move(derived));
+    Joined joined = join_on_store(*c10d_kv_store(store_), o);
+    hosts_ = std::move(joined.hosts);
+    token_ = std::move(joined.token);
   }
 
   // The ranks whose key is not set, asked key by key (to name them once a deadline has passed).
@@ -279,8 +285,12 @@ class C10dGroup : public ProcessGroup, public Communicator {
     } else {
       // Several hosts and a hostname that resolves to 127.x: peers would be told to connect to
       // their own loopback. Catch it here with a message instead of a timeout later.
+      // The hosts may be Slurm's node names (short) and this one a full name.
+      const auto short_name = [](const std::string& h) { return h.substr(0, h.find('.')); };
       bool several_hosts = false;
-      for (const auto& h : hosts_) several_hosts = several_hosts || h != world_.hostname;
+      for (const auto& h : *hosts_) {
+        several_hosts = several_hosts || short_name(h) != short_name(world_.hostname);
+      }
       if (several_hosts && resolves_to_loopback(world_.hostname)) {
         HPCTRAIN_THROW(rt::Error, "this host's name '" + world_.hostname +
                                       "' resolves to a loopback address, so ranks on other hosts "
@@ -330,7 +340,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
       HPCTRAIN_THROW(rt::PeerError, "collective failed with every rank still reachable: " + cause);
     }
     HPCTRAIN_THROW(rt::PeerError, "lost rank" + std::string(missing.size() > 1 ? "s " : " ") +
-                                      list_ranks(missing, hosts_) + " (no check-in within " +
+                                      list_ranks(missing, *hosts_) + " (no check-in within " +
                                       std::to_string(check_in_grace().count()) +
                                       " s); collective failed: " + cause);
   }
@@ -359,7 +369,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
   }
 
   std::string host_suffix(int rank) const {
-    if (static_cast<size_t>(rank) < hosts_.size()) return " (" + hosts_[rank] + ")";
+    if (static_cast<size_t>(rank) < hosts_->size()) return " (" + (*hosts_)[rank] + ")";
     return "";
   }
 
@@ -370,7 +380,9 @@ class C10dGroup : public ProcessGroup, public Communicator {
   int port_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> pg_;
-  std::vector<std::string> hosts_;
+  std::shared_ptr<const std::vector<std::string>> hosts_ =
+      std::make_shared<const std::vector<std::string>>();
+  std::string token_;  // the join's: names the heartbeat's node boards
   int failures_ = 0;
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -1,11 +1,12 @@
 // Joining on rank 0's store (dist/process_group.hpp's start-up, after the connection is made):
-// every rank counts itself in and waits until all have, then learns every rank's host. Torch-free
+// every rank counts itself in and waits until all have, then knows every rank's host. Torch-free
 // over dist/kv_store.hpp, so the same code runs in the worker (c10d's TCPStore) and in the
-// many-rank emulator (bench/scale/emulate.cpp).
+// many-rank emulator (bench/scale/emulate.cpp). docs/scaling.md, "rendezvous" and "host list".
 // Thread safety: one call per store connection.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,14 +20,24 @@ struct StoreJoinOptions {
   std::string hostname;       // this rank's, for the others' messages
   std::string store_address;  // "host:port", for the messages
   std::chrono::milliseconds timeout{600000};
-  std::chrono::milliseconds poll{100};
+  // Every rank's host as this rank derived it (derive_rank_hosts(), world.hpp); empty: not
+  // derivable here (null). Used when every rank derived them; else every rank reads them from the
+  // store. Shared: the many-rank emulator's ranks are threads of one process.
+  std::shared_ptr<const std::vector<std::string>> hosts;
 };
 
-// Sets this rank's host key, counts itself in and waits (polling the count, one round trip a
-// poll) until every rank has; at the deadline rank 0 names the ranks that never arrived and posts
-// that verdict, which every rank then throws as rt::PeerError. Returns every rank's host.
-// Throws rt::PeerError when the store is lost meanwhile.
-std::vector<std::string> join_on_store(KvStore& store, const StoreJoinOptions& o);
+struct Joined {
+  std::shared_ptr<const std::vector<std::string>> hosts;  // every rank's
+  bool hosts_from_store = false;  // some rank could not derive them: read from the store
+  std::string token;              // the same on every rank, new for every join (dist/node_board)
+};
+
+// Sets this rank's host key (read only to name a rank, or when the hosts are not derivable),
+// counts itself in, and waits for the last rank to arrive, which posts the outcome: a fixed number
+// of store operations per rank, whatever the world size; nobody polls. When the deadline passes
+// first, rank 0 names the ranks that never arrived and posts that instead; every rank then throws
+// it as rt::PeerError. Throws rt::PeerError when the store is lost meanwhile.
+Joined join_on_store(KvStore& store, const StoreJoinOptions& o);
 
 // "3, 5 (node7)": ranks, each with its host where `hosts` knows it.
 std::string list_ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts);

@@ -1,11 +1,13 @@
-// dist/hang_watchdog.hpp on an in-memory store (memory_kv_store.hpp): rank 0 reads what the others
-// publish, forms the verdict and has it recorded; a rank that leaves is not watched; carrying a
-// verdict out ends the rank with the hang status. Times are passed in: no test sleeps.
+// dist/hang_watchdog.hpp: rank 0 judges what the nodes' records report, forms the verdict and has
+// it recorded; a rank that leaves is not watched; carrying a verdict out (on an in-memory store,
+// memory_kv_store.hpp) ends the rank with the hang status. Times are passed in: no test sleeps.
 #include "dist/hang_watchdog.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,7 +21,9 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
-const std::vector<std::string> kTwoHosts = {"node1", "node2"};
+const auto kTwoHosts =
+    std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"node1", "node2"});
+using Where = std::vector<std::optional<progress::Snapshot>>;
 const std::vector<milliseconds> kBothOnTime = {0ms, 0ms};
 
 // This process's progress (what every watchdog here publishes): step 12 in `phase`, training since
@@ -30,9 +34,7 @@ void stand_at(progress::Phase phase) {
   progress::enter(phase);
 }
 
-TEST(HangWatchdog, RankZeroReadsWhatTheOthersPublishAndRecordsTheVerdict) {
-  const MemoryKvStore memory;
-  auto store = memory.connection();
+TEST(HangWatchdog, RankZeroJudgesWhatTheRecordsReportAndRecordsTheVerdict) {
   stand_at(progress::Phase::kForward);
   std::vector<int> recorded;
   std::string recorded_message;
@@ -43,15 +45,14 @@ TEST(HangWatchdog, RankZeroReadsWhatTheOthersPublishAndRecordsTheVerdict) {
     recorded_message = message;
   };
   HangWatchdog rank0(o, 0, 2, kTwoHosts, 1000ms);
-  HangWatchdog rank1(HangOptions{}, 1, 2, kTwoHosts, 1000ms);
   const auto t0 = Clock::now();
-  EXPECT_FALSE(rank0.watch(*store, t0, kBothOnTime));
-  rank1.publish(*store);
-  EXPECT_FALSE(rank0.watch(*store, t0 + 1s, kBothOnTime));
-  EXPECT_FALSE(rank0.watch(*store, t0 + 3999ms, kBothOnTime));
+  EXPECT_FALSE(rank0.watch_reported(t0, Where(2), kBothOnTime));
+  const Where rank1_reports = {std::nullopt, progress::snapshot()};
+  EXPECT_FALSE(rank0.watch_reported(t0 + 1s, rank1_reports, kBothOnTime));
+  EXPECT_FALSE(rank0.watch_reported(t0 + 3999ms, rank1_reports, kBothOnTime));
   EXPECT_TRUE(recorded.empty());
 
-  const auto v = rank0.watch(*store, t0 + 5s, kBothOnTime);
+  const auto v = rank0.watch_reported(t0 + 5s, rank1_reports, kBothOnTime);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->named, (std::vector<int>{0, 1}));
   EXPECT_EQ(v->message,
@@ -63,19 +64,18 @@ TEST(HangWatchdog, RankZeroReadsWhatTheOthersPublishAndRecordsTheVerdict) {
 }
 
 TEST(HangWatchdog, ALeavingRankIsNotWatched) {
-  const MemoryKvStore memory;
-  auto store = memory.connection();
   stand_at(progress::Phase::kAgreement);
   HangOptions o;
   o.hang_timeout = 4s;
   HangWatchdog rank0(o, 0, 2, kTwoHosts, 1000ms);
-  HangWatchdog rank1(HangOptions{}, 1, 2, kTwoHosts, 1000ms);
-  rank1.publish_finishing(*store);
+  progress::Snapshot finishing = progress::snapshot();
+  finishing.phase = progress::Phase::kFinishing;
+  const Where rank1_left = {std::nullopt, finishing};
   const auto t0 = Clock::now();
-  EXPECT_FALSE(rank0.watch(*store, t0, kBothOnTime));
+  EXPECT_FALSE(rank0.watch_reported(t0, rank1_left, kBothOnTime));
   progress::enter(progress::Phase::kBackward);  // rank 0 moves; rank 1 has left
-  EXPECT_FALSE(rank0.watch(*store, t0 + 6s, kBothOnTime));
-  const auto v = rank0.watch(*store, t0 + 20s, {0ms, 9s});
+  EXPECT_FALSE(rank0.watch_reported(t0 + 6s, rank1_left, kBothOnTime));
+  const auto v = rank0.watch_reported(t0 + 20s, rank1_left, {0ms, 9s});
   ASSERT_TRUE(v) << "a finishing rank's stopped beats hold nothing back";
   EXPECT_EQ(v->named, std::vector<int>{0});
   EXPECT_TRUE(v->silent.empty());
@@ -85,24 +85,45 @@ TEST(HangWatchdog, ALeavingRankIsNotWatched) {
 }
 
 TEST(HangWatchdog, AFailedRecordDoesNotStopTheVerdict) {
-  const MemoryKvStore memory;
-  auto store = memory.connection();
   stand_at(progress::Phase::kDataWait);
   HangOptions o;
   o.hang_timeout = 1s;
   o.on_hang = [](const std::vector<int>&, const std::string&) {
     throw std::runtime_error("metrics.jsonl: disk full");
   };
-  HangWatchdog rank0(o, 0, 1, {"node1"}, 1000ms);
+  HangWatchdog rank0(
+      o, 0, 1, std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"node1"}),
+      1000ms);
   const auto t0 = Clock::now();
-  EXPECT_FALSE(rank0.watch(*store, t0, {0ms}));
+  EXPECT_FALSE(rank0.watch_reported(t0, Where(1), {0ms}));
   testing::internal::CaptureStderr();
-  const auto v = rank0.watch(*store, t0 + 2s, {0ms});
+  const auto v = rank0.watch_reported(t0 + 2s, Where(1), {0ms});
   const std::string err = testing::internal::GetCapturedStderr();
   ASSERT_TRUE(v);
   EXPECT_EQ(v->named, std::vector<int>{0});
   EXPECT_NE(err.find("could not record the hang: metrics.jsonl: disk full"), std::string::npos)
       << err;
+}
+
+// The progress comes from HangOptions::progress where set (the emulator's ranks), not the
+// process's.
+TEST(HangWatchdog, AProgressSourceOfItsOwn) {
+  stand_at(progress::Phase::kForward);
+  HangOptions o;
+  o.hang_timeout = 4s;
+  progress::Snapshot mine;
+  mine.step = 3;
+  mine.first = 1;
+  mine.phase = progress::Phase::kDataWait;
+  mine.counter = 99;
+  o.progress = [&] { return mine; };
+  HangWatchdog rank0(o, 0, 1, kTwoHosts, 1000ms);
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(rank0.watch_reported(t0, Where(1), {0ms}));
+  const auto v = rank0.watch_reported(t0 + 5s, Where(1), {0ms});
+  ASSERT_TRUE(v);
+  EXPECT_NE(v->message.find("rank 0 (node1) in data wait at step 3"), std::string::npos)
+      << v->message;
 }
 
 // A rank named alone ends at once (no stacks asked for, nobody else's to wait for), with the
