@@ -201,6 +201,10 @@ Segments gather_segments(const std::vector<Attempt>& attempts,
   }
   for (auto& seg : segments) {
     if (!seg.first) take_by_time(seg, metrics);
+    // The ledger's times are whole seconds, the workers' are not: a worker's last line in the
+    // second the ledger's end names is within the attempt (an attempt shorter than a second
+    // trained, too).
+    if (seg.first) seg.end = std::max(seg.end, std::min(seg.last_progress, seg.end + 1));
   }
   // The ledger's last line ends the run when its reason is final, unless a later attempt shows:
   // Slurm requeued a job whose script it had terminated (scontrol requeue), and it runs again.

@@ -142,6 +142,16 @@ TEST(Goodput, PreemptedAndRequeuedRunCountsTheRequeueAsQueueAndTheGapsAsRecovery
   EXPECT_NEAR(g->steps[1].parts[P::kRecovery], 15, 1e-3);
 }
 
+// The ledger's times are whole seconds: an attempt that started and ended within the second 60
+// (its worker's lines at 60.2 and 60.7) trained for half a second, not none.
+TEST(Goodput, AnAttemptShorterThanTheLedgersSecondStillTrains) {
+  const std::vector<Attempt> ledger = {line("7", 0, 0, 60, 60, Reason::kCompleted, 10)};
+  const std::vector<MetricsRecord> metrics = {started(1, 60.2, "0.0"), trained(10, 60.7)};
+  const auto g = compute_goodput(ledger, metrics, ended_clock(0));
+  ASSERT_TRUE(g);
+  expect_parts(*g, 60.7, {60, 0.2, 0.5, 0, 0, 0, 0, 0});
+}
+
 TEST(Goodput, LostNodeCountsStepsAfterTheCommittedCheckpointAsLost) {
   // Step 0 of the job attempt committed step 20 (reached at 30), logged step 40 at 50 and lost a
   // node (its line ends at 60); step 1 in the same allocation began at 65, trained from 80.
