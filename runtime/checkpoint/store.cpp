@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <set>
 #include <utility>
 
 #include "common/error.hpp"
@@ -30,6 +31,8 @@ constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
 constexpr size_t kChunk = size_t{1} << 20;
 // Files a rank's write_part keeps open between writing and syncing them.
 constexpr size_t kMaxUnsynced = 64;
+// A format 2 manifest's world size is trusted only this far: its rank table is allocated.
+constexpr int64_t kMaxRanks = int64_t{1} << 24;
 // Lustre stripe sizes are multiples of 64 KiB.
 constexpr int64_t kStripeUnit = 64 << 10;
 
@@ -239,10 +242,9 @@ std::vector<Wanted> wanted_v1(const json& manifest, const std::string& manifest_
                               const std::vector<std::string>& shared, int rank) {
   const json& files = manifest["files"];
   std::vector<Wanted> wanted;
+  std::set<std::string> seen;
   const auto add = [&](const std::string& name) {
-    for (const Wanted& w : wanted) {
-      if (w.name == name) return;
-    }
+    if (!seen.insert(name).second) return;
     const json& entry = files[name];
     wanted.push_back({name, need_int(entry, "size", 0), need_hash(entry, name), "the manifest"});
   };
@@ -264,6 +266,10 @@ std::vector<Wanted> wanted_v1(const json& manifest, const std::string& manifest_
 std::vector<int> nodes_of_ranks(const json& nodes, int64_t saved_world,
                                 const std::string& manifest_path) {
   if (nodes.empty()) throw BadManifest{manifest_path + ": no nodes"};
+  if (saved_world > kMaxRanks) {
+    throw BadManifest{manifest_path + ": world size " + std::to_string(saved_world) +
+                      " is beyond any run's"};
+  }
   std::vector<int> node_of(static_cast<size_t>(saved_world), -1);
   for (size_t k = 0; k < nodes.size(); ++k) {
     const json& entry = nodes[k];
@@ -353,10 +359,9 @@ std::vector<Wanted> wanted_v2(Env& env, const json& manifest, const std::string&
     for (const auto& [name, file] : files.items()) index.emplace(name, std::pair(node, &file));
   };
   std::vector<Wanted> wanted;
+  std::set<std::string> seen;
   const auto add = [&](const std::string& name, int node, const json& file) {
-    for (const Wanted& w : wanted) {
-      if (w.name == name) return;
-    }
+    if (!seen.insert(name).second) return;
     wanted.push_back({name, file["size"].get<int64_t>(), file["xxh3_64"].get<std::string>(),
                       "node manifest " + node_name(node)});
   };

@@ -225,6 +225,11 @@ std::vector<Damage> damages() {
       {"node_manifest_of_another_node",
        [edit_node](const fs::path& d) { edit_node(d, 1, [](json& n) { n["node"] = 0; }); },
        "written for node 0", ".node-1.json"},
+      {"manifest_world_size_absurd",  // a garbled number must not size an allocation
+       [edit_manifest](const fs::path& d) {
+         edit_manifest(d, [](json& m) { m["world_size"] = int64_t{1} << 40; });
+       },
+       "is beyond any run's", "manifest.json"},
       {"manifest_of_another_step",
        [edit_manifest](const fs::path& d) { edit_manifest(d, [](json& m) { m["step"] = 7; }); },
        "names step 7", "manifest.json"},
