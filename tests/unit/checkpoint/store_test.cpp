@@ -152,29 +152,63 @@ struct Damage {
   const char* file;    // in the report
 };
 
-std::vector<Damage> damages() {
-  auto edit_manifest = [](const fs::path& step_dir, const std::function<void(json&)>& edit) {
-    json m = json::parse(read_bytes(step_dir / "manifest.json"));
-    edit(m);
-    fs::remove(step_dir / "manifest.json");
-    write_bytes(step_dir / "manifest.json", m.dump());
-  };
-  // Rewrites node manifest `node` and its size and hash in manifest.json, so that only what the
-  // edit changed is wrong.
-  auto edit_node = [edit_manifest](const fs::path& step_dir, int node,
-                                   const std::function<void(json&)>& edit) {
-    const fs::path path = step_dir / (".node-" + std::to_string(node) + ".json");
-    json n = json::parse(read_bytes(path));
-    edit(n);
-    const std::string text = n.dump();
-    fs::remove(path);
-    write_bytes(path, text);
-    edit_manifest(step_dir, [&](json& m) {
-      m["nodes"][node]["size"] = text.size();
-      m["nodes"][node]["xxh3_64"] = xxh3_64_hex(text);
-    });
-  };
+void edit_manifest(const fs::path& step_dir, const std::function<void(json&)>& edit) {
+  json m = json::parse(read_bytes(step_dir / "manifest.json"));
+  edit(m);
+  fs::remove(step_dir / "manifest.json");
+  write_bytes(step_dir / "manifest.json", m.dump());
+}
+
+// Rewrites node manifest `node` and its size and hash in manifest.json, so that only what the
+// edit changed is wrong.
+void edit_node(const fs::path& step_dir, int node, const std::function<void(json&)>& edit) {
+  const fs::path path = step_dir / (".node-" + std::to_string(node) + ".json");
+  json n = json::parse(read_bytes(path));
+  edit(n);
+  const std::string text = n.dump();
+  fs::remove(path);
+  write_bytes(path, text);
+  edit_manifest(step_dir, [&](json& m) {
+    m["nodes"][node]["size"] = text.size();
+    m["nodes"][node]["xxh3_64"] = xxh3_64_hex(text);
+  });
+}
+
+// Damage to the node manifests (format 2), through which rank 1 reads every file.
+std::vector<Damage> node_damages() {
   return {
+      {"node_manifest_names_absent_file",
+       [](const fs::path& d) {
+         edit_node(d, 1, [](json& n) {
+           n["files"]["extra.bin"] = {{"rank", 1}, {"size", 3}, {"xxh3_64", "0123456789abcdef"}};
+         });
+       },
+       "missing", "extra.bin"},
+      {"node_manifest_missing", [](const fs::path& d) { fs::remove(d / ".node-0.json"); },
+       "is missing", ".node-0.json"},
+      {"node_manifest_truncated",
+       [](const fs::path& d) {
+         fs::resize_file(d / ".node-1.json", fs::file_size(d / ".node-1.json") - 5);
+       },
+       "bytes, manifest.json says", ".node-1.json"},
+      {"node_manifest_garbled",
+       [](const fs::path& d) {  // the same size, other bytes: only the hash tells
+         std::string text = read_bytes(d / ".node-0.json");
+         text[text.size() / 2] ^= 0x01;
+         write_bytes(d / ".node-0.json", text);
+       },
+       "manifest.json says", ".node-0.json"},
+      {"node_manifest_of_another_step",
+       [](const fs::path& d) { edit_node(d, 1, [](json& n) { n["step"] = 7; }); }, "names step 7",
+       ".node-1.json"},
+      {"node_manifest_of_another_node",
+       [](const fs::path& d) { edit_node(d, 1, [](json& n) { n["node"] = 0; }); },
+       "written for node 0", ".node-1.json"},
+  };
+}
+
+std::vector<Damage> damages() {
+  std::vector<Damage> all = {
       {"truncated",
        [](const fs::path& d) {
          fs::resize_file(d / "model.bin", fs::file_size(d / "model.bin") / 2);
@@ -198,42 +232,17 @@ std::vector<Damage> damages() {
          write_bytes(d / "manifest.json", text);
        },
        "not valid JSON", "manifest.json"},
-      {"node_manifest_names_absent_file",
-       [edit_node](const fs::path& d) {
-         edit_node(d, 1, [](json& n) {
-           n["files"]["extra.bin"] = {{"rank", 1}, {"size", 3}, {"xxh3_64", "0123456789abcdef"}};
-         });
-       },
-       "missing", "extra.bin"},
-      {"node_manifest_missing", [](const fs::path& d) { fs::remove(d / ".node-0.json"); },
-       "is missing", ".node-0.json"},
-      {"node_manifest_truncated",
-       [](const fs::path& d) {
-         fs::resize_file(d / ".node-1.json", fs::file_size(d / ".node-1.json") - 5);
-       },
-       "bytes, manifest.json says", ".node-1.json"},
-      {"node_manifest_garbled",
-       [](const fs::path& d) {  // the same size, other bytes: only the hash tells
-         std::string text = read_bytes(d / ".node-0.json");
-         text[text.size() / 2] ^= 0x01;
-         write_bytes(d / ".node-0.json", text);
-       },
-       "manifest.json says", ".node-0.json"},
-      {"node_manifest_of_another_step",
-       [edit_node](const fs::path& d) { edit_node(d, 1, [](json& n) { n["step"] = 7; }); },
-       "names step 7", ".node-1.json"},
-      {"node_manifest_of_another_node",
-       [edit_node](const fs::path& d) { edit_node(d, 1, [](json& n) { n["node"] = 0; }); },
-       "written for node 0", ".node-1.json"},
       {"manifest_world_size_absurd",  // a garbled number must not size an allocation
-       [edit_manifest](const fs::path& d) {
+       [](const fs::path& d) {
          edit_manifest(d, [](json& m) { m["world_size"] = int64_t{1} << 40; });
        },
        "is beyond any run's", "manifest.json"},
       {"manifest_of_another_step",
-       [edit_manifest](const fs::path& d) { edit_manifest(d, [](json& m) { m["step"] = 7; }); },
-       "names step 7", "manifest.json"},
+       [](const fs::path& d) { edit_manifest(d, [](json& m) { m["step"] = 7; }); }, "names step 7",
+       "manifest.json"},
   };
+  for (auto& damage : node_damages()) all.push_back(std::move(damage));
+  return all;
 }
 
 TEST(CheckpointStore, DamagedNewestIsReportedAndThePreviousLoaded) {
