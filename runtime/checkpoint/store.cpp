@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <new>
+#include <set>
 #include <utility>
 
 #include "common/error.hpp"
@@ -30,6 +31,8 @@ constexpr int64_t kMaxManifestBytes = int64_t{64} << 20;
 constexpr size_t kChunk = size_t{1} << 20;
 // Files a rank's write_part keeps open between writing and syncing them.
 constexpr size_t kMaxUnsynced = 64;
+// A format 2 manifest's world size is trusted only this far: its rank table is allocated.
+constexpr int64_t kMaxRanks = int64_t{1} << 24;
 // Lustre stripe sizes are multiples of 64 KiB.
 constexpr int64_t kStripeUnit = 64 << 10;
 
@@ -87,6 +90,30 @@ std::string write_durably(Env& env, const std::string& path, std::string_view da
 }
 
 std::string part_name(int rank) { return ".part-" + std::to_string(rank) + ".json"; }
+std::string node_name(int node) { return ".node-" + std::to_string(node) + ".json"; }
+
+// A node's ranks as inclusive ranges, [[first, last], ...]: one pair for a node of contiguous
+// ranks, so manifest.json stays O(nodes) in the usual layouts.
+json rank_ranges(const std::vector<int>& ranks) {
+  json out = json::array();
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out.push_back({ranks[i], ranks[j]});
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text;
+  for (const auto& range : rank_ranges(ranks)) {
+    if (!text.empty()) text += ", ";
+    text += range[0].dump();
+    if (range[1] != range[0]) text += "-" + range[1].dump();
+  }
+  return text;
+}
 
 bool valid_file_name(const std::string& name) {
   if (name.empty() || name.size() > 255 || name[0] == '.' || name == kManifestName) return false;
@@ -132,8 +159,9 @@ const std::string& need_hash(const json& entry, const std::string& file) {
   return hash;
 }
 
-// Parses a (part) manifest and checks the fields every kind has.
-json parse_manifest(const std::string& text, int64_t step) {
+// Parses a manifest of any kind and checks the fields every kind has: a format version from
+// `oldest` to kFormatVersion, the step and the world size.
+json parse_common(const std::string& text, int64_t step, int64_t oldest) {
   json m;
   try {
     m = json::parse(text);
@@ -142,16 +170,219 @@ json parse_manifest(const std::string& text, int64_t step) {
   }
   if (!m.is_object()) throw BadManifest{"not a JSON object"};
   const int64_t version = need_int(m, "format_version", 0);
-  if (version != kFormatVersion) {
+  if (version < oldest || version > kFormatVersion) {
     throw BadManifest{"format version " + std::to_string(version) + ", this build reads " +
-                      std::to_string(kFormatVersion)};
+                      (oldest == kFormatVersion
+                           ? std::to_string(kFormatVersion)
+                           : std::to_string(oldest) + " to " + std::to_string(kFormatVersion))};
   }
   if (need_int(m, "step", 0) != step) {
     throw BadManifest{"names step " + std::to_string(m["step"].get<int64_t>())};
   }
   need_int(m, "world_size", 1);
-  need(m, "files", &json::is_object, "an object");
   return m;
+}
+
+// manifest.json, of either version: format 1 lists every file ("files"), format 2 every node
+// manifest ("nodes").
+json parse_manifest(const std::string& text, int64_t step) {
+  json m = parse_common(text, step, kOldestFormatVersion);
+  if (m["format_version"].get<int64_t>() == 1) {
+    need(m, "files", &json::is_object, "an object");
+  } else {
+    need(m, "nodes", &json::is_array, "an array");
+  }
+  return m;
+}
+
+// A part or node manifest: written by this build's format only (they never outlive a save's
+// commit unread, and a format 1 checkpoint's parts are never read again).
+json parse_part(const std::string& text, int64_t step) {
+  json m = parse_common(text, step, kFormatVersion);
+  const json& files = need(m, "files", &json::is_object, "an object");
+  for (const auto& [name, entry] : files.items()) {
+    if (!valid_file_name(name)) throw BadManifest{"bad file name \"" + name + "\""};
+    if (!entry.is_object()) throw BadManifest{"the entry of " + name + " is not an object"};
+    need_hash(entry, name);
+    need_int(entry, "size", 0);
+  }
+  return m;
+}
+
+// The ranks of manifest.json's rank ranges, each below `world_size`, ascending.
+std::vector<int> parse_ranges(const json& ranges, int64_t world_size) {
+  if (!ranges.is_array() || ranges.empty()) throw BadManifest{"\"ranks\" not a list of ranges"};
+  std::vector<int> ranks;
+  for (const auto& range : ranges) {
+    if (!range.is_array() || range.size() != 2 || !range[0].is_number_integer() ||
+        !range[1].is_number_integer()) {
+      throw BadManifest{"rank range " + range.dump() + " is not [first, last]"};
+    }
+    const int64_t first = range[0].get<int64_t>(), last = range[1].get<int64_t>();
+    if (first < 0 || first > last || last >= world_size ||
+        (!ranks.empty() && first <= ranks.back())) {
+      throw BadManifest{"rank range " + range.dump() + " out of order or outside world size " +
+                        std::to_string(world_size)};
+    }
+    for (int64_t r = first; r <= last; ++r) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
+}
+
+// A file a rank reads at load, as a manifest describes it.
+struct Wanted {
+  std::string name;
+  int64_t size = 0;
+  std::string hash;
+  std::string source;  // which manifest said so, for the report
+};
+
+// Format 1: manifest.json lists every file with its rank.
+std::vector<Wanted> wanted_v1(const json& manifest, const std::string& manifest_path,
+                              const std::vector<std::string>& shared, int rank) {
+  const json& files = manifest["files"];
+  std::vector<Wanted> wanted;
+  std::set<std::string> seen;
+  const auto add = [&](const std::string& name) {
+    if (!seen.insert(name).second) return;
+    const json& entry = files[name];
+    wanted.push_back({name, need_int(entry, "size", 0), need_hash(entry, name), "the manifest"});
+  };
+  for (const auto& [name, entry] : files.items()) {
+    if (!valid_file_name(name) || !entry.is_object()) {
+      throw BadManifest{manifest_path + ": bad entry \"" + name + "\""};
+    }
+    if (need_int(entry, "rank", 0) == rank) add(name);
+  }
+  for (const auto& name : shared) {
+    if (!files.contains(name)) throw BadManifest{manifest_path + " lists no file " + name};
+    add(name);
+  }
+  return wanted;
+}
+
+// Format 2: manifest.json's "nodes" checked; the node of each saved rank (every one in exactly
+// one node).
+std::vector<int> nodes_of_ranks(const json& nodes, int64_t saved_world,
+                                const std::string& manifest_path) {
+  if (nodes.empty()) throw BadManifest{manifest_path + ": no nodes"};
+  if (saved_world > kMaxRanks) {
+    throw BadManifest{manifest_path + ": world size " + std::to_string(saved_world) +
+                      " is beyond any run's"};
+  }
+  std::vector<int> node_of(static_cast<size_t>(saved_world), -1);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const json& entry = nodes[k];
+    const int node = static_cast<int>(k);
+    try {
+      if (!entry.is_object()) throw BadManifest{"not an object"};
+      if (entry.value("name", json()) != node_name(node)) {
+        throw BadManifest{"\"name\" is not " + node_name(node)};
+      }
+      need_int(entry, "size", 0);
+      need_hash(entry, node_name(node));
+      for (const int r :
+           parse_ranges(need(entry, "ranks", &json::is_array, "an array"), saved_world)) {
+        int& of = node_of[static_cast<size_t>(r)];
+        if (of >= 0) {
+          throw BadManifest{"rank " + std::to_string(r) + " is in nodes " + std::to_string(of) +
+                            " and " + std::to_string(node)};
+        }
+        of = node;
+      }
+    } catch (const BadManifest& bad) {
+      throw BadManifest{manifest_path + ": node " + std::to_string(node) + ": " + bad.what};
+    }
+  }
+  for (size_t r = 0; r < node_of.size(); ++r) {
+    if (node_of[r] < 0) {
+      throw BadManifest{manifest_path + ": no node holds rank " + std::to_string(r)};
+    }
+  }
+  return node_of;
+}
+
+// Format 2: node manifest `node` of step directory `fin`, checked against manifest.json's entry
+// (its size and XXH3: a damaged one is never parsed as if good) and `node_of`; its files.
+json read_node_manifest(Env& env, const std::string& fin, const json& manifest, int node,
+                        const std::vector<int>& node_of) {
+  const json& entry = manifest["nodes"][static_cast<size_t>(node)];
+  const std::string path = join_path(fin, node_name(node));
+  const int64_t size = entry["size"].get<int64_t>();
+  const std::string& hash = entry["xxh3_64"].get_ref<const std::string&>();
+  const auto st = env.stat(path, /*follow=*/false);
+  if (!st) throw BadManifest{"node manifest " + path + " is missing"};
+  if (st->kind != FileStat::Kind::kFile) throw BadManifest{path + " is not a regular file"};
+  if (st->size != size) {
+    throw BadManifest{"node manifest " + path + " is " + std::to_string(st->size) +
+                      " bytes, manifest.json says " + std::to_string(size)};
+  }
+  const std::string text = env.read_file(path, size);
+  const std::string actual = hash_of(text);
+  if (static_cast<int64_t>(text.size()) != size || actual != hash) {
+    throw BadManifest{"node manifest " + path + " has XXH3 " + actual + ", manifest.json says " +
+                      hash + " (changed since it was written)"};
+  }
+  try {
+    json m = parse_part(text, manifest["step"].get<int64_t>());
+    if (need_int(m, "node", 0) != node ||
+        m["world_size"].get<int64_t>() != static_cast<int64_t>(node_of.size())) {
+      throw BadManifest{"written for node " + m["node"].dump() + " of " + m["world_size"].dump() +
+                        " ranks"};
+    }
+    for (const auto& [name, file] : m["files"].items()) {
+      const int64_t r = need_int(file, "rank", 0);
+      if (r >= static_cast<int64_t>(node_of.size()) || node_of[static_cast<size_t>(r)] != node) {
+        throw BadManifest{"names " + name + " of rank " + std::to_string(r) + ", not of this node"};
+      }
+    }
+    return std::move(m["files"]);
+  } catch (const BadManifest& bad) {
+    throw BadManifest{"node manifest " + path + ": " + bad.what};
+  }
+}
+
+// Format 2: manifest.json -> the node manifests holding the files -> the files. This rank's
+// files are in its node's manifest; a shared name is looked for there, then in node 0's (rank
+// 0's replicated state), then in the others in order, so a rank usually reads one or two node
+// manifests.
+std::vector<Wanted> wanted_v2(Env& env, const json& manifest, const std::string& fin,
+                              const std::vector<std::string>& shared, int rank) {
+  const std::string manifest_path = join_path(fin, kManifestName);
+  const int64_t saved_world = manifest["world_size"].get<int64_t>();
+  const std::vector<int> node_of = nodes_of_ranks(manifest["nodes"], saved_world, manifest_path);
+  std::map<int, json> read;                                  // node -> its manifest's files
+  std::map<std::string, std::pair<int, const json*>> index;  // file -> its node and entry
+  const auto read_node = [&](int node) {
+    if (read.count(node)) return;
+    const json& files = read[node] = read_node_manifest(env, fin, manifest, node, node_of);
+    for (const auto& [name, file] : files.items()) index.emplace(name, std::pair(node, &file));
+  };
+  std::vector<Wanted> wanted;
+  std::set<std::string> seen;
+  const auto add = [&](const std::string& name, int node, const json& file) {
+    if (!seen.insert(name).second) return;
+    wanted.push_back({name, file["size"].get<int64_t>(), file["xxh3_64"].get<std::string>(),
+                      "node manifest " + node_name(node)});
+  };
+  if (rank < saved_world) {
+    const int own = node_of[static_cast<size_t>(rank)];
+    read_node(own);
+    for (const auto& [name, file] : read[own].items()) {
+      if (file["rank"].get<int64_t>() == rank) add(name, own, file);
+    }
+  }
+  const int nodes = static_cast<int>(manifest["nodes"].size());
+  for (const auto& name : shared) {
+    int next = 0;  // the next node to read while the name is in none read so far
+    while (!index.count(name) && next < nodes) read_node(next++);
+    const auto it = index.find(name);
+    if (it == index.end()) {
+      throw BadManifest{manifest_path + " and its node manifests list no file " + name};
+    }
+    add(name, it->second.first, *it->second.second);
+  }
+  return wanted;
 }
 
 }  // namespace
@@ -178,13 +409,49 @@ StoreOptions store_options_from_spec(const spec::Spec& spec) {
   return o;
 }
 
+NodeLayout::NodeLayout(const std::vector<int>& labels) {
+  if (labels.empty()) HPCTRAIN_THROW(rt::Error, "checkpoint node layout: no ranks");
+  std::map<int, int> node_of_label;
+  node_of_rank_.reserve(labels.size());
+  for (size_t r = 0; r < labels.size(); ++r) {
+    const auto [it, added] = node_of_label.emplace(labels[r], static_cast<int>(ranks_.size()));
+    if (added) ranks_.emplace_back();
+    ranks_[static_cast<size_t>(it->second)].push_back(static_cast<int>(r));
+    node_of_rank_.push_back(it->second);
+  }
+}
+
+std::shared_ptr<const NodeLayout> NodeLayout::one_per_rank(int world_size) {
+  std::vector<int> labels(static_cast<size_t>(std::max(world_size, 0)));
+  for (size_t r = 0; r < labels.size(); ++r) labels[r] = static_cast<int>(r);
+  return std::make_shared<const NodeLayout>(labels);
+}
+
+std::shared_ptr<const NodeLayout> NodeLayout::from_hosts(const std::vector<std::string>& hosts) {
+  std::map<std::string, int> index;
+  std::vector<int> labels;
+  labels.reserve(hosts.size());
+  for (const auto& host : hosts) {
+    labels.push_back(index.emplace(host, static_cast<int>(index.size())).first->second);
+  }
+  return std::make_shared<const NodeLayout>(labels);
+}
+
+std::string xxh3_64_hex(std::string_view data) { return hash_of(data); }
+
 std::string Store::step_name(int64_t step) { return layout::checkpoint_name(step); }
 
 Store::Store(std::string dir, StoreOptions options, int rank, int world_size, Env& env)
+    : Store(std::move(dir), std::move(options), rank,
+            world_size >= 1 ? NodeLayout::one_per_rank(world_size) : nullptr, env) {}
+
+Store::Store(std::string dir, StoreOptions options, int rank,
+             std::shared_ptr<const NodeLayout> layout, Env& env)
     : dir_(std::move(dir)),
       options_(std::move(options)),
       rank_(rank),
-      world_size_(world_size),
+      world_size_(layout ? layout->world_size() : 0),
+      layout_(std::move(layout)),
       env_(env) {
   options_.validate();
   if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
@@ -328,44 +595,130 @@ WriteResult Store::wait() {
   return inflight_.get();
 }
 
-json Store::merged_manifest(int64_t step, const json& meta) const {
+WriteResult Store::merge_node(int64_t step) {
+  const auto start = std::chrono::steady_clock::now();
+  WriteResult result;
+  const int node = layout_->node_of(rank_);
+  try {
+    require_idle("merge_node");
+    if (node_leader()) {
+      const std::string tmp = temp_dir(step);
+      json files = json::object();
+      for (const int r : layout_->ranks_of(node)) {
+        const std::string path = join_path(tmp, part_name(r));
+        json part;
+        try {
+          part = parse_part(env_.read_file(path, kMaxManifestBytes), step);
+          if (need_int(part, "rank", 0) != r || part["world_size"].get<int64_t>() != world_size_) {
+            throw BadManifest{"written by rank " + part["rank"].dump() + " of " +
+                              part["world_size"].dump() + ", not rank " + std::to_string(r) +
+                              " of " + std::to_string(world_size_)};
+          }
+        } catch (const BadManifest& bad) {
+          HPCTRAIN_THROW(rt::Error, "part manifest " + path + ": " + bad.what);
+        }
+        for (const auto& [name, entry] : part["files"].items()) {
+          if (files.contains(name)) {
+            HPCTRAIN_THROW(rt::Error, "file " + name + " written by ranks " +
+                                          files[name]["rank"].dump() + " and " + std::to_string(r));
+          }
+          // A cheap check that the rank's file is there whole; load checks the hash.
+          const std::string file = join_path(tmp, name);
+          const auto st = env_.stat(file, /*follow=*/false);
+          const int64_t size = entry["size"].get<int64_t>();
+          if (!st || st->kind != FileStat::Kind::kFile || st->size != size) {
+            HPCTRAIN_THROW(rt::Error, file + " is " +
+                                          (st ? std::to_string(st->size) + " bytes" : "missing") +
+                                          ", rank " + std::to_string(r) + "'s part manifest says " +
+                                          std::to_string(size));
+          }
+          files[name] = {{"rank", r}, {"size", size}, {"xxh3_64", entry["xxh3_64"]}};
+        }
+      }
+      const std::string text = json{
+          {"format_version", kFormatVersion},
+          {"step", step},
+          {"node", node},
+          {"world_size", world_size_},
+          {"ranks", layout_->ranks_of(node)},
+          {"files",
+           std::move(files)}}.dump();
+      write_durably(env_, join_path(tmp, node_name(node)), text, file_mode());
+      env_.sync_dir(tmp);
+      result.bytes = static_cast<int64_t>(text.size());
+    }
+    result.ok = true;
+  } catch (const rt::Error& e) {
+    result.error = "checkpoint step " + std::to_string(step) + " (rank " + std::to_string(rank_) +
+                   ", merging node " + std::to_string(node) + "'s part manifests): " + e.message();
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+json Store::node_entry(int64_t step, int node, std::map<std::string, int>* names) const {
   const std::string tmp = temp_dir(step);
-  json files = json::object();
-  for (int r = 0; r < world_size_; ++r) {
-    const std::string path = join_path(tmp, part_name(r));
-    json part;
+  const std::string path = join_path(tmp, node_name(node));
+  const std::vector<int>& ranks = layout_->ranks_of(node);
+  const std::string whose = "node " + std::to_string(node) + ": ranks " + ranks_text(ranks) +
+                            ", merged by rank " + std::to_string(ranks.front());
+  std::string text;
+  try {
+    text = env_.read_file(path, kMaxManifestBytes);
+  } catch (const rt::Error& e) {
+    // Say which of the node's parts are missing too (their leader's error line says why it could
+    // not merge): only on this path, so a commit still reads one file per node.
+    std::vector<int> missing;
     try {
-      part = parse_manifest(env_.read_file(path, kMaxManifestBytes), step);
-      if (need_int(part, "rank", 0) != r || part["world_size"].get<int64_t>() != world_size_) {
-        throw BadManifest{"written by rank " + part["rank"].dump() + " of " +
-                          part["world_size"].dump() + ", not rank " + std::to_string(r) + " of " +
-                          std::to_string(world_size_)};
+      for (const int r : ranks) {
+        if (!env_.stat(join_path(tmp, part_name(r)), /*follow=*/false)) missing.push_back(r);
       }
-      for (const auto& [name, entry] : part["files"].items()) {
-        if (!entry.is_object()) throw BadManifest{"the entry of " + name + " is not an object"};
-        need_hash(entry, name);
-        need_int(entry, "size", 0);
-      }
-    } catch (const BadManifest& bad) {
-      HPCTRAIN_THROW(rt::Error, "part manifest " + path + ": " + bad.what);
+    } catch (const rt::Error&) {
     }
-    for (const auto& [name, entry] : part["files"].items()) {
-      if (files.contains(name)) {
-        HPCTRAIN_THROW(rt::Error, "file " + name + " written by ranks " +
-                                      files[name]["rank"].dump() + " and " + std::to_string(r));
-      }
-      // A cheap check that the rank's file is there whole; load checks the hash.
-      const std::string file = join_path(tmp, name);
-      const auto st = env_.stat(file, /*follow=*/false);
-      const int64_t size = entry["size"].get<int64_t>();
-      if (!st || st->kind != FileStat::Kind::kFile || st->size != size) {
-        HPCTRAIN_THROW(rt::Error, file + " is " +
-                                      (st ? std::to_string(st->size) + " bytes" : "missing") +
-                                      ", rank " + std::to_string(r) + "'s part manifest says " +
-                                      std::to_string(size));
-      }
-      files[name] = {{"rank", r}, {"size", size}, {"xxh3_64", entry["xxh3_64"]}};
+    std::string parts;
+    for (const int r : missing) parts += (parts.empty() ? "" : ", ") + part_name(r);
+    HPCTRAIN_THROW(rt::Error, "node manifest " + e.message() + " (" + whose +
+                                  (parts.empty() ? "" : "; part manifests missing: " + parts) +
+                                  ")");
+  }
+  json files;
+  int64_t bytes = 0;
+  try {
+    const json m = parse_part(text, step);
+    if (need_int(m, "node", 0) != node || m["world_size"].get<int64_t>() != world_size_ ||
+        m.value("ranks", json()) != json(ranks)) {
+      throw BadManifest{"written for node " + m["node"].dump() + " (ranks " +
+                        m.value("ranks", json()).dump() + ") of " + m["world_size"].dump() +
+                        " ranks, not for this layout's"};
     }
+    files = m["files"];
+    for (const auto& [name, entry] : files.items()) {
+      const int64_t rank = need_int(entry, "rank", 0);
+      if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+        throw BadManifest{"names " + name + " of rank " + std::to_string(rank) +
+                          ", not one of the node's"};
+      }
+      const auto [it, added] = names->emplace(name, static_cast<int>(rank));
+      if (!added) {
+        throw BadManifest{"file " + name + " written by ranks " + std::to_string(it->second) +
+                          " and " + std::to_string(rank)};
+      }
+      bytes += entry["size"].get<int64_t>();
+    }
+  } catch (const BadManifest& bad) {
+    HPCTRAIN_THROW(rt::Error, "node manifest " + path + " (" + whose + "): " + bad.what);
+  }
+  return {{"name", node_name(node)},  {"ranks", rank_ranges(ranks)}, {"size", text.size()},
+          {"xxh3_64", hash_of(text)}, {"file_count", files.size()},  {"bytes", bytes}};
+}
+
+json Store::merged_manifest(int64_t step, const json& meta) const {
+  json nodes = json::array();
+  std::map<std::string, int> names;  // every file of the step: no name twice across nodes
+  int64_t bytes = 0;
+  for (int node = 0; node < layout_->nodes(); ++node) {
+    nodes.push_back(node_entry(step, node, &names));
+    bytes += nodes.back()["bytes"].get<int64_t>();
   }
   return {{"format", kFormatName},
           {"format_version", kFormatVersion},
@@ -373,7 +726,9 @@ json Store::merged_manifest(int64_t step, const json& meta) const {
           {"world_size", world_size_},
           {"hash", "xxh3_64"},
           {"committed_at", utc_now()},
-          {"files", std::move(files)},
+          {"nodes", std::move(nodes)},
+          {"file_count", names.size()},
+          {"bytes", bytes},
           {"meta", meta}};
 }
 
@@ -556,51 +911,42 @@ std::optional<Loaded> Store::try_load(int64_t step, const std::vector<std::strin
     } catch (const BadManifest& bad) {
       throw BadManifest{manifest_path + ": " + bad.what};
     }
-    const json& files = manifest["files"];
-    std::vector<std::string> wanted;
-    for (const auto& [name, entry] : files.items()) {
-      if (!valid_file_name(name) || !entry.is_object()) {
-        throw BadManifest{manifest_path + ": bad entry \"" + name + "\""};
-      }
-      if (need_int(entry, "rank", 0) == rank_) wanted.push_back(name);
-    }
-    for (const auto& name : shared) {
-      if (!files.contains(name)) throw BadManifest{manifest_path + " lists no file " + name};
-      if (std::find(wanted.begin(), wanted.end(), name) == wanted.end()) wanted.push_back(name);
-    }
     Loaded loaded;
     loaded.step = step;
     loaded.world_size = manifest["world_size"].get<int64_t>();
+    loaded.format_version = manifest["format_version"].get<int64_t>();
     loaded.meta = manifest["meta"];
-    for (const auto& name : wanted) {
-      const json& entry = files[name];
-      const int64_t size = need_int(entry, "size", 0);
-      const std::string& hash = need_hash(entry, name);
-      const std::string path = join_path(fin, name);
+    const std::vector<Wanted> wanted = loaded.format_version == 1
+                                           ? wanted_v1(manifest, manifest_path, shared, rank_)
+                                           : wanted_v2(env_, manifest, fin, shared, rank_);
+    for (const Wanted& w : wanted) {
+      const std::string path = join_path(fin, w.name);
       const auto fst = env_.stat(path, /*follow=*/false);
       if (!fst) throw BadManifest{path + " is missing"};
       if (fst->kind != FileStat::Kind::kFile) throw BadManifest{path + " is not a regular file"};
-      if (fst->size != size) {
-        throw BadManifest{path + " is " + std::to_string(fst->size) + " bytes, the manifest says " +
-                          std::to_string(size)};
+      if (fst->size != w.size) {
+        throw BadManifest{path + " is " + std::to_string(fst->size) + " bytes, " + w.source +
+                          " says " + std::to_string(w.size)};
       }
-      std::string bytes = env_.read_file(path, size);
-      if (static_cast<int64_t>(bytes.size()) != size) {
+      std::string bytes = env_.read_file(path, w.size);
+      if (static_cast<int64_t>(bytes.size()) != w.size) {
         throw BadManifest{path + " shrank to " + std::to_string(bytes.size()) +
                           " bytes while being read"};
       }
       const std::string actual = hash_of(bytes);
-      if (actual != hash) {
-        throw BadManifest{path + " has XXH3 " + actual + ", the manifest says " + hash +
+      if (actual != w.hash) {
+        throw BadManifest{path + " has XXH3 " + actual + ", " + w.source + " says " + w.hash +
                           " (changed since it was written)"};
       }
-      loaded.files[name] = std::move(bytes);
+      loaded.files[w.name] = std::move(bytes);
     }
     return loaded;
   } catch (const BadManifest& bad) {
     *why = bad.what;
   } catch (const rt::Error& e) {
     *why = e.message();
+  } catch (const json::exception& e) {  // a field of an unexpected type the checks let through
+    *why = std::string("a manifest of ") + fin + " is malformed (" + e.what() + ")";
   }
   return std::nullopt;
 }

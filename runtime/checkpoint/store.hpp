@@ -2,18 +2,23 @@
 // (docs/checkpoint-format.md). The trainer decides what the files hold; the store only makes
 // them durable, visible all at once, verifiable and few.
 //
-// Protocol (each rank has a Store with its rank id; collectives are the caller's):
+// Protocol (each rank has a Store with its rank id and the node layout; collectives are the
+// caller's):
 //   1. every rank: write_part(step, files) into ".step-NNNNNNNNN.tmp" (or start_write/wait);
 //   2. the caller agrees across ranks that every write_part succeeded;
-//   3. rank 0: commit(step, meta) renames the directory to "step-NNNNNNNNN" and writes
-//      manifest.json, the commit point, then applies retention; or, when any rank failed,
-//      abandon(step).
+//   3. every rank: merge_node(step): each node's leader (its lowest rank) merges its node's part
+//      manifests into one node manifest; the others do nothing;
+//   4. the caller agrees that every merge succeeded;
+//   5. rank 0: commit(step, meta) reads the node manifests (one per node, never one per rank),
+//      renames the directory to "step-NNNNNNNNN" and writes manifest.json (one entry per node),
+//      the commit point, then applies retention; or, when any rank failed, abandon(step).
 // At start-up rank 0 calls clean_leftovers() and apply_striping() before any rank writes; then
 // every rank calls load_latest(), and the caller agrees on the step (see load_latest).
 //
 // Thread safety: one thread drives a Store. start_write() runs write_part on a background
-// thread; until its result is collected (poll/wait) the Store refuses another write and a
-// commit. Stores of different ranks in one process (tests) may share an Env.
+// thread; until its result is collected (poll/wait) the Store refuses another write, a merge and
+// a commit. Stores of different ranks in one process (tests, the many-rank emulator: one Store
+// per emulated rank, each on its own thread) may share an Env and a NodeLayout.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +26,10 @@
 #include <future>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,8 +43,38 @@ struct Spec;
 
 namespace hpctrain::checkpoint {
 
-// Bumped when the layout or manifest changes incompatibly; load refuses other versions.
-inline constexpr int64_t kFormatVersion = 1;
+// Bumped when the layout or manifest changes incompatibly. Written: this one (2: manifest.json
+// lists node manifests). Read: this one and 1 (manifest.json lists every file); others are passed
+// over as damaged.
+inline constexpr int64_t kFormatVersion = 2;
+inline constexpr int64_t kOldestFormatVersion = 1;
+
+// Which ranks share a node, for the node manifests: rank r is on node node_of(r). Nodes are
+// numbered by their lowest rank (node 0 holds rank 0), whatever labels they were given; a node's
+// ranks need not be contiguous. Any partition of the ranks is correct (every file is still
+// checked); the real one makes the merges run in parallel, one per node, near the data.
+// Immutable after construction: shared by the Stores of every rank of a process.
+class NodeLayout {
+ public:
+  // `labels[r]` names rank r's node (any values; equal labels, same node). Throws rt::Error when
+  // empty.
+  explicit NodeLayout(const std::vector<int>& labels);
+  // Every rank its own node (the layout of a Store given none).
+  static std::shared_ptr<const NodeLayout> one_per_rank(int world_size);
+  // Ranks of the same host share a node: hosts[r] is rank r's host.
+  static std::shared_ptr<const NodeLayout> from_hosts(const std::vector<std::string>& hosts);
+
+  int world_size() const { return static_cast<int>(node_of_rank_.size()); }
+  int nodes() const { return static_cast<int>(ranks_.size()); }
+  int node_of(int rank) const { return node_of_rank_.at(static_cast<size_t>(rank)); }
+  // Ascending; the first is the node's leader, which merges its part manifests.
+  const std::vector<int>& ranks_of(int node) const { return ranks_.at(static_cast<size_t>(node)); }
+  int leader(int node) const { return ranks_of(node).front(); }
+
+ private:
+  std::vector<int> node_of_rank_;
+  std::vector<std::vector<int>> ranks_;
+};
 
 // Set from the job spec by store_options_from_spec(); the fields without a spec key keep the
 // library's settings below.
@@ -58,6 +95,9 @@ struct StoreOptions {
 
 StoreOptions store_options_from_spec(const spec::Spec& spec);
 
+// XXH3-64 of `data` as the manifests write it: 16 lowercase hex digits.
+std::string xxh3_64_hex(std::string_view data);
+
 // This rank's files of one step: name -> bytes. Names are the caller's, unique across ranks
 // (each rank writes into the same step directory): letters, digits, '.', '_', '-', not starting
 // with '.', and not "manifest.json".
@@ -75,8 +115,9 @@ struct WriteResult {
 
 struct Loaded {
   int64_t step = 0;
-  int64_t world_size = 0;  // of the run that saved it
-  nlohmann::json meta;     // commit()'s meta
+  int64_t world_size = 0;      // of the run that saved it
+  int64_t format_version = 0;  // kFormatVersion, or an older one still read
+  nlohmann::json meta;         // commit()'s meta
   std::map<std::string, std::string> files;
 };
 
@@ -84,7 +125,12 @@ class Store {
  public:
   // Creates `dir` (RUN_DIR/checkpoints) when it is missing and refuses one that is not ours: not
   // owned by this user, or writable by others. Throws rt::Error naming it.
+  // Every rank its own node (NodeLayout::one_per_rank).
   Store(std::string dir, StoreOptions options, int rank, int world_size, Env& env = default_env());
+  // Ranks grouped by `layout` (its world size is the store's): node manifests merge each node's
+  // parts. Many Stores of one process should share one layout (it holds O(ranks)).
+  Store(std::string dir, StoreOptions options, int rank, std::shared_ptr<const NodeLayout> layout,
+        Env& env = default_env());
   // Waits for a write still in flight: it cannot be abandoned half-way.
   ~Store();
   Store(const Store&) = delete;
@@ -105,12 +151,22 @@ class Store {
   WriteResult wait();
   bool write_in_flight() const { return inflight_.valid(); }
 
-  // Phase 2, rank 0, once every rank's write_part succeeded: renames the temporary directory to
-  // step-NNNNNNNNN, fsyncs the parent, writes manifest.json (every file of every rank, the step,
-  // world size, format version and `meta`, a JSON object) through a temporary file, fsync and
-  // rename, and fsyncs the step directory: the commit point. Then applies retention, whose
-  // failures are reported, not thrown (the step is committed). Throws rt::Error naming what
-  // failed; then nothing is committed and abandon() or clean_leftovers() removes what is left.
+  // Phase 1b, every rank, once every rank's write_part succeeded: on a node's leader, reads the
+  // part manifests of the node's ranks, checks them (step, rank, world size, each file there
+  // whole by its size, no name twice) and writes the node manifest ".node-K.json" (every file of
+  // the node: rank, size, XXH3-64), fsynced with the directory. Elsewhere does nothing and
+  // succeeds. Never throws for I/O: a failure (naming the rank whose part is missing or bad)
+  // comes back as the result's error. `bytes` is the node manifest's size.
+  WriteResult merge_node(int64_t step);
+
+  // Phase 2, rank 0, once every merge_node succeeded: reads the node manifests (one per node)
+  // and checks them against the layout, renames the temporary directory to step-NNNNNNNNN,
+  // fsyncs the parent, writes manifest.json (every node manifest with its ranks, size and
+  // XXH3-64, the step, world size, format version and `meta`, a JSON object) through a temporary
+  // file, fsync and rename, and fsyncs the step directory: the commit point. Then applies
+  // retention, whose failures are reported, not thrown (the step is committed). Throws rt::Error
+  // naming what failed (a node manifest missing names the node's ranks whose part is missing
+  // too); then nothing is committed and abandon() or clean_leftovers() removes what is left.
   void commit(int64_t step, const nlohmann::json& meta);
 
   // Rank 0 (a no-op elsewhere), when any rank failed: removes what of `step` is not committed
@@ -120,9 +176,13 @@ class Store {
 
   // The newest committed step not above `at_most` whose files this rank reads all match the
   // manifest (size and XXH3): those written by this rank's id and the `shared` ones named (rank
-  // 0's replicated state, say). A damaged step (a file truncated, changed, missing or a symlink;
-  // the manifest missing, garbled or lacking a named file; the directory writable by others) is
-  // reported with the reason and an older one tried. nullopt when none is good.
+  // 0's replicated state, say). In format 2 they are checked through manifest.json, the node
+  // manifests holding them (their size and XXH3 in manifest.json) and the files: this rank's
+  // node's, then node 0's, then others only for a shared name not found there. A damaged step (a
+  // file truncated, changed, missing or a symlink; the manifest or a node manifest it needs
+  // missing, garbled, of another step or lacking a named file; the directory writable by others)
+  // is reported with the reason and an older one tried. nullopt when none is good. Reads both
+  // format versions.
   // Ranks verify different files, so they may disagree: the caller agrees on the minimum of the
   // ranks' steps and, where that is lower than a rank's, that rank loads again with at_most set
   // to it.
@@ -145,6 +205,10 @@ class Store {
   std::vector<int64_t> committed_steps() const;
 
   const std::string& dir() const { return dir_; }
+  int rank() const { return rank_; }
+  const NodeLayout& layout() const { return *layout_; }
+  // Whether this rank merges its node's part manifests (the node's lowest rank).
+  bool node_leader() const { return layout_->leader(layout_->node_of(rank_)) == rank_; }
   // "step-NNNNNNNNN": layout::checkpoint_name (common/run_layout.hpp), which also parses names.
   static std::string step_name(int64_t step);
 
@@ -160,6 +224,9 @@ class Store {
   // Loads and checks step `step`; on failure returns why.
   std::optional<Loaded> try_load(int64_t step, const std::vector<std::string>& shared,
                                  std::string* why) const;
+  // The node manifest of `node`, checked against the layout; throws rt::Error naming it (and,
+  // when missing, the node's ranks whose part manifest is missing too).
+  nlohmann::json node_entry(int64_t step, int node, std::map<std::string, int>* names) const;
   nlohmann::json merged_manifest(int64_t step, const nlohmann::json& meta) const;
   void move_aside(int64_t step);
   void write_manifest(const std::string& step_dir, const std::string& text);
@@ -168,6 +235,7 @@ class Store {
   std::string dir_;
   StoreOptions options_;
   int rank_, world_size_;
+  std::shared_ptr<const NodeLayout> layout_;
   Env& env_;
   std::future<WriteResult> inflight_;
 };

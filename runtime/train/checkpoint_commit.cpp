@@ -22,6 +22,17 @@ checkpoint::WriteResult write_this_part(checkpoint::Store& store, int64_t step,
   }
 }
 
+// This node's part manifests merged (on its leader): a failure a result, never an exception.
+checkpoint::WriteResult merge_this_node(checkpoint::Store& store, int64_t step) {
+  try {
+    return store.merge_node(step);
+  } catch (const std::exception& e) {
+    checkpoint::WriteResult failed;
+    failed.error = e.what();
+    return failed;
+  }
+}
+
 }  // namespace
 
 struct CheckpointCommit::Pending {
@@ -111,10 +122,24 @@ std::optional<double> CheckpointCommit::conclude(const Pending& p) {
               << ": writing this rank's part failed: " << result.error << std::endl;
   }
   const bool all_written = ranks_.all(result.ok);
+  // Every node's leader merges its node's part manifests, so that rank 0 reads one manifest per
+  // node, not one per rank. Every rank takes this branch alike (the vote is the same
+  // everywhere), so the collectives stay matched.
+  bool all_merged = false;
+  if (all_written) {
+    const checkpoint::WriteResult merged = merge_this_node(*store_, p.step);
+    if (!merged.ok) {
+      std::cerr << rt::rank_prefix() << "checkpoint step " << p.step
+                << ": merging this node's part manifests failed: " << merged.error << std::endl;
+    }
+    all_merged = ranks_.all(merged.ok);
+  }
   bool committed = false;
-  std::string problem = "a rank could not write its part (see its error line)";
+  std::string problem = all_written
+                            ? "a node leader could not merge its node's parts (see its error line)"
+                            : "a rank could not write its part (see its error line)";
   if (ranks_.rank == 0) {
-    if (all_written) {
+    if (all_written && all_merged) {
       try {
         store_->commit(p.step, p.meta);
         committed = true;

@@ -1,16 +1,16 @@
 // How the trainer's checkpoints are written and committed: the store's two-phase protocol
 // (checkpoint/store.hpp) carried out by every rank together. Each rank writes and fsyncs its
-// part; the ranks agree that every part was written; rank 0 commits (or, when a part is missing,
-// abandons) the step; every rank learns the outcome. A save is written either at once (training
-// waits for it) or in the background while training goes on: then the per-step agreement carries
-// each rank's write state (train/agreement.hpp), and the commit happens at the first step boundary
-// where every rank reports its write done, or when the trainer drains it. Both ways end in the one
-// commit path (conclude()).
-// Torch-free: the ranks are reached through CommitRanks (the trainer's communicator in
-// checkpointing.cpp; threads of one process in tests), so the background write runs under
-// ThreadSanitizer.
-// Thread safety: the training thread; a background write runs on its own thread, which has the
-// store to itself until its result is collected.
+// part; the ranks agree that every part was written; each node's leader merges its node's part
+// manifests and the ranks agree that every merge succeeded; rank 0 commits (or, when a part or a
+// node manifest is missing, abandons) the step; every rank learns the outcome. A save is written
+// either at once (training waits for it) or in the background while training goes on: then the
+// per-step agreement carries each rank's write state (train/agreement.hpp), and the commit happens
+// at the first step boundary where every rank reports its write done, or when the trainer drains
+// it. Both ways end in the one commit path (conclude()). Torch-free: the ranks are reached through
+// CommitRanks (the trainer's communicator in checkpointing.cpp; threads of one process in tests),
+// so the background write runs under ThreadSanitizer. Thread safety: the training thread; a
+// background write runs on its own thread, which has the store to itself until its result is
+// collected.
 #pragma once
 
 #include <cstdint>
@@ -72,8 +72,9 @@ class CheckpointCommit {
 
  private:
   struct Pending;
-  // The one commit path: every rank reports its write, rank 0 commits or abandons, every rank
-  // learns the outcome. Returns the seconds since the save started when it committed.
+  // The one commit path: every rank reports its write, node leaders merge their nodes' parts and
+  // report that, rank 0 commits or abandons, every rank learns the outcome. Returns the seconds
+  // since the save started when it committed.
   std::optional<double> conclude(const Pending& pending);
 
   std::unique_ptr<checkpoint::Store> store_;

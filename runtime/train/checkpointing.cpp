@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <limits>
@@ -30,6 +31,17 @@ bool lacks_any_file(const checkpoint::Loaded& l, const std::vector<std::string>&
 }
 
 // The commit's vote over the communicator: an all-reduced count of the ranks that said yes.
+// Which ranks share a node, for the checkpoint's node manifests: by host when every rank's is
+// known, else every rank its own node (correct, only more manifests for rank 0 to read).
+std::shared_ptr<const checkpoint::NodeLayout> node_layout(const std::vector<std::string>& hosts,
+                                                          int size) {
+  const bool known =
+      static_cast<int>(hosts.size()) == size &&
+      std::none_of(hosts.begin(), hosts.end(), [](const auto& h) { return h.empty(); });
+  return known ? checkpoint::NodeLayout::from_hosts(hosts)
+               : checkpoint::NodeLayout::one_per_rank(size);
+}
+
 CommitRanks commit_ranks(dist::Communicator& comm) {
   CommitRanks r;
   r.rank = comm.rank();
@@ -76,7 +88,7 @@ Checkpointer::Checkpointer(const CheckpointOptions& options, dist::Communicator&
   }
   commit_ = std::make_unique<CheckpointCommit>(
       std::make_unique<checkpoint::Store>(options.dir.string(), options.store, comm.rank(),
-                                          comm.size(),
+                                          node_layout(options.hosts, comm.size()),
                                           slow_env_ ? *slow_env_ : checkpoint::default_env()),
       commit_ranks(comm), out);
 }

@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "checkpoint/store.hpp"
 #include "dist/communicator.hpp"
@@ -41,6 +43,9 @@ struct CheckpointOptions {
   SavePolicyOptions policy;
   ContentOptions content;
   double slow_fsync_seconds = 0;  // TrainHooks::slow_fsync_seconds
+  // Every rank's host (hosts[r] is rank r's), for the store's node layout: one node manifest per
+  // host. Empty (or a host unknown): every rank its own node.
+  std::vector<std::string> hosts;
 };
 // `run_dir` empty: no checkpoints. `job_end_time`: SLURM_JOB_END_TIME, the deadline's.
 CheckpointOptions checkpoint_options_from_spec(const spec::Spec& spec,

@@ -121,9 +121,10 @@ TrainerParts trainer_from_spec(const spec::Spec& spec, dist::Communicator& comm,
   parts.train_step =
       std::make_unique<TrainStep>(train_step_options_from_spec(spec, hooks, comm.rank()), model,
                                   std::move(step), parts.input->info(), path.device, comm);
-  parts.checkpointer = std::make_unique<Checkpointer>(
-      checkpoint_options_from_spec(spec, options.run_dir, options.job_end_time, hooks), comm,
-      options.out);
+  CheckpointOptions checkpointing =
+      checkpoint_options_from_spec(spec, options.run_dir, options.job_end_time, hooks);
+  checkpointing.hosts = options.hosts;
+  parts.checkpointer = std::make_unique<Checkpointer>(checkpointing, comm, options.out);
   parts.stragglers = std::make_unique<StragglerMonitor>(
       straggler_monitor_from_spec(spec.resilience, options.hosts));
   parts.divergence = divergence_options_from_spec(spec);

@@ -44,6 +44,12 @@ int save(const std::string& dir, uint64_t seed) {
       std::cerr << w0.error << w1.error << '\n';
       return 2;
     }
+    const auto m1 = rank1.merge_node(step);
+    const auto m0 = rank0.merge_node(step);
+    if (!m0 || !m1) {
+      std::cerr << m0.error << m1.error << '\n';
+      return 2;
+    }
     rank0.commit(step, {{"seed", seed}, {"step", step}});
     // One write(2), so a kill never leaves half a line.
     const std::string line = "committed " + std::to_string(step) + "\n";

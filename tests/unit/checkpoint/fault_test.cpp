@@ -1,10 +1,14 @@
 // Faults at every operation of a save, as leveldb's fault-injection test does: an injected error
 // at each operation in turn is reported and commits nothing; a crash at each operation that
 // loses everything not fsynced leaves the previous step or the new one, with the bytes saved at
-// that step, and the run can save again afterwards.
+// that step, and the run can save again afterwards. Run with every rank its own node and with
+// three ranks on two nodes (a node of two, not contiguous), so the node leaders' merges are
+// among the operations; and a node manifest damaged before the commit commits nothing.
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <functional>
+#include <memory>
 
 #include "checkpoint/store.hpp"
 #include "common/error.hpp"
@@ -25,22 +29,43 @@ constexpr uint64_t kSeed = 7;
 constexpr const char* kRunDir = "/run";
 constexpr const char* kDir = "/run/checkpoints";
 
-// A run directory in memory with `prior` steps committed (durably) by two ranks, keeping two.
+// Which ranks share a node: labels by rank (NodeLayout).
+using Labels = std::vector<int>;
+const Labels kTwoRanks = {0, 1};     // every rank its own node (the default layout)
+const Labels kTwoNodes = {5, 9, 5};  // ranks 0 and 2 on one node, rank 1 on another
+
+// A run directory in memory with `prior` steps committed (durably) by the ranks of `labels`,
+// keeping two.
 struct World {
   MemEnv mem;
   FaultEnv env{mem};
   std::vector<std::string> reports;
+  std::shared_ptr<const NodeLayout> layout;
 
-  explicit World(const std::vector<int64_t>& prior) {
+  explicit World(const std::vector<int64_t>& prior, const Labels& labels = kTwoRanks)
+      : layout(std::make_shared<const NodeLayout>(labels)) {
     mem.create_dir(kRunDir, 0700);
     mem.sync_dir("/");
     if (prior.empty()) return;
-    Store rank0(kDir, options(), 0, 2, env), rank1(kDir, options(), 1, 2, env);
+    const auto stores = make_stores();
     for (const int64_t step : prior) {
-      EXPECT_TRUE(rank1.write_part(step, make_part(kSeed, step, 1)));
-      EXPECT_TRUE(rank0.write_part(step, make_part(kSeed, step, 0)));
-      rank0.commit(step, {{"step", step}});
+      for (auto it = stores.rbegin(); it != stores.rend(); ++it) {
+        EXPECT_TRUE((*it)->write_part(step, make_part(kSeed, step, (*it)->rank())));
+      }
+      for (auto it = stores.rbegin(); it != stores.rend(); ++it) {
+        EXPECT_TRUE((*it)->merge_node(step));
+      }
+      stores[0]->commit(step, {{"step", step}});
     }
+  }
+
+  // One store per rank; rank 0's first.
+  std::vector<std::unique_ptr<Store>> make_stores() {
+    std::vector<std::unique_ptr<Store>> stores;
+    for (int r = 0; r < layout->world_size(); ++r) {
+      stores.push_back(std::make_unique<Store>(kDir, options(), r, layout, env));
+    }
+    return stores;
   }
 
   StoreOptions options() {
@@ -56,14 +81,29 @@ struct World {
     bool committed = false;
     std::string errors;
   };
-  Outcome save(int64_t step) {
+  // `before_commit` runs between the merges and the commit (to damage a node manifest).
+  Outcome save(int64_t step, const std::function<void()>& before_commit = {}) {
     Outcome out;
     try {
-      Store rank0(kDir, options(), 0, 2, env), rank1(kDir, options(), 1, 2, env);
-      const WriteResult w1 = rank1.write_part(step, make_part(kSeed, step, 1));
-      const WriteResult w0 = rank0.write_part(step, make_part(kSeed, step, 0));
-      out.errors += w1.error + "\n" + w0.error + "\n";
-      if (w0.ok && w1.ok) {
+      const auto stores = make_stores();
+      Store& rank0 = *stores[0];
+      // The trainer's protocol (train/checkpoint_commit.cpp): all write; if all wrote, all
+      // merge; if all merged, rank 0 commits; else it abandons.
+      bool all_ok = true;
+      for (auto it = stores.rbegin(); it != stores.rend(); ++it) {
+        const WriteResult w = (*it)->write_part(step, make_part(kSeed, step, (*it)->rank()));
+        out.errors += w.error + "\n";
+        all_ok = all_ok && w.ok;
+      }
+      if (all_ok) {
+        for (auto it = stores.rbegin(); it != stores.rend(); ++it) {
+          const WriteResult m = (*it)->merge_node(step);
+          out.errors += m.error + "\n";
+          all_ok = all_ok && m.ok;
+        }
+      }
+      if (all_ok) {
+        if (before_commit) before_commit();
         try {
           rank0.commit(step, {{"step", step}});
           out.committed = true;
@@ -81,18 +121,21 @@ struct World {
     return out;
   }
 
-  // Both ranks load, without faults; they must agree. nullopt when nothing is committed.
+  // Every rank loads, without faults; they must agree. nullopt when nothing is committed.
   std::optional<int64_t> load_both() {
     env.reset();
-    Store rank0(kDir, options(), 0, 2, env), rank1(kDir, options(), 1, 2, env);
-    rank0.clean_leftovers();
-    const auto on0 = rank0.load_latest(shared_files());
-    const auto on1 = rank1.load_latest(shared_files());
-    EXPECT_EQ(on0.has_value(), on1.has_value());
-    if (!on0 || !on1) return std::nullopt;
-    EXPECT_EQ(on0->step, on1->step);
-    EXPECT_EQ(on0->files, expected_files(kSeed, on0->step, 0)) << "step " << on0->step;
-    EXPECT_EQ(on1->files, expected_files(kSeed, on1->step, 1)) << "step " << on1->step;
+    const auto stores = make_stores();
+    stores[0]->clean_leftovers();
+    const auto on0 = stores[0]->load_latest(shared_files());
+    for (const auto& store : stores) {
+      const auto on = store->load_latest(shared_files());
+      EXPECT_EQ(on.has_value(), on0.has_value()) << "rank " << store->rank();
+      if (!on || !on0) continue;
+      EXPECT_EQ(on->step, on0->step) << "rank " << store->rank();
+      EXPECT_EQ(on->files, expected_files(kSeed, on->step, store->rank()))
+          << "rank " << store->rank() << " step " << on->step;
+    }
+    if (!on0) return std::nullopt;
     EXPECT_EQ(on0->meta, json({{"step", on0->step}}));
     // Nothing of ours left over after clean_leftovers: only committed steps.
     for (const auto& name : mem.list_dir(kDir)) {
@@ -106,8 +149,8 @@ struct World {
 // The operations of a save of `step` after `prior`, and the index of the commit point: the
 // fsync of the step directory that makes manifest.json's rename durable.
 std::pair<std::vector<std::string>, int64_t> save_operations(const std::vector<int64_t>& prior,
-                                                             int64_t step) {
-  World world(prior);
+                                                             int64_t step, const Labels& labels) {
+  World world(prior, labels);
   world.env.reset();
   EXPECT_TRUE(world.save(step).committed);
   const auto log = world.env.log();
@@ -130,6 +173,7 @@ struct Scenario {
   const char* name;
   std::vector<int64_t> prior;  // committed before
   int64_t step;                // saved under faults
+  Labels labels = kTwoRanks;   // the node layout
 };
 
 const std::vector<Scenario>& scenarios() {
@@ -138,6 +182,8 @@ const std::vector<Scenario>& scenarios() {
       {"first_save", {}, 1},
       // A save with two committed before and keep_last 2: retention removes step 1 after it.
       {"with_retention", {1, 2}, 3},
+      // Three ranks on two nodes: rank 0 merges ranks 0 and 2, rank 1 its own.
+      {"two_nodes", {1, 2}, 3, kTwoNodes},
   };
   return kScenarios;
 }
@@ -145,13 +191,14 @@ const std::vector<Scenario>& scenarios() {
 TEST(CheckpointFaults, EveryInjectedErrorIsReportedAndNothingHalfCommitted) {
   for (const auto& scenario : scenarios()) {
     SCOPED_TRACE(scenario.name);
-    const auto [operations, commit_point] = save_operations(scenario.prior, scenario.step);
+    const auto [operations, commit_point] =
+        save_operations(scenario.prior, scenario.step, scenario.labels);
     ASSERT_GT(operations.size(), 20u);
     const std::optional<int64_t> previous =
         scenario.prior.empty() ? std::nullopt : std::optional<int64_t>(scenario.prior.back());
     for (size_t index = 0; index < operations.size(); ++index) {
       SCOPED_TRACE("operation " + std::to_string(index) + ": " + operations[index]);
-      World world(scenario.prior);
+      World world(scenario.prior, scenario.labels);
       world.env.reset();
       world.env.fail_at(static_cast<int64_t>(index), index % 2 ? ENOSPC : EIO);
       const auto outcome = world.save(scenario.step);
@@ -177,14 +224,15 @@ TEST(CheckpointFaults, CrashAtEveryOperationKeepsPreviousOrNewAndSavesAgain) {
   int64_t trials = 0;
   for (const auto& scenario : scenarios()) {
     SCOPED_TRACE(scenario.name);
-    const auto [operations, commit_point] = save_operations(scenario.prior, scenario.step);
+    const auto [operations, commit_point] =
+        save_operations(scenario.prior, scenario.step, scenario.labels);
     const std::optional<int64_t> previous =
         scenario.prior.empty() ? std::nullopt : std::optional<int64_t>(scenario.prior.back());
     // One past the last operation: a crash right after a complete save loses nothing.
     for (size_t index = 0; index <= operations.size(); ++index) {
       SCOPED_TRACE("crash at operation " + std::to_string(index) +
                    (index < operations.size() ? ": " + operations[index] : ""));
-      World world(scenario.prior);
+      World world(scenario.prior, scenario.labels);
       world.env.reset();
       world.env.crash_at(static_cast<int64_t>(index));
       world.save(scenario.step);
@@ -203,6 +251,79 @@ TEST(CheckpointFaults, CrashAtEveryOperationKeepsPreviousOrNewAndSavesAgain) {
     }
   }
   std::cout << trials << " crash points checked\n";
+}
+
+// A node manifest that is not what its leader's merge wrote when rank 0 commits: the commit
+// names it and commits nothing; the previous step stays the newest and the next save commits.
+TEST(CheckpointFaults, NodeManifestDamagedBeforeTheCommitCommitsNothing) {
+  const std::string node1 = std::string(kDir) + "/.step-000000003.tmp/.node-1.json";
+  struct Case {
+    const char* name;
+    std::function<void(MemEnv&)> damage;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {"missing", [&](MemEnv& m) { m.remove_file(node1); }, "No such file"},
+      {"truncated",
+       [&](MemEnv& m) {
+         const std::string text = m.read_file(node1, 1 << 20);
+         m.overwrite(node1, text.substr(0, text.size() / 2));
+       },
+       "not valid JSON"},
+      {"garbled", [&](MemEnv& m) { m.overwrite(node1, "[1, 2, 3]"); }, "not a JSON object"},
+      {"of_another_step",
+       [&](MemEnv& m) {
+         json n = json::parse(m.read_file(node1, 1 << 20));
+         n["step"] = 2;
+         m.overwrite(node1, n.dump());
+       },
+       "names step 2"},
+      {"of_another_node",
+       [&](MemEnv& m) {
+         json n = json::parse(m.read_file(node1, 1 << 20));
+         n["node"] = 0;
+         m.overwrite(node1, n.dump());
+       },
+       "written for node 0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    World world({1, 2}, kTwoNodes);
+    const auto outcome = world.save(3, [&] { c.damage(world.mem); });
+    EXPECT_FALSE(outcome.committed);
+    EXPECT_NE(outcome.errors.find(".node-1.json"), std::string::npos) << outcome.errors;
+    EXPECT_NE(outcome.errors.find(c.reason), std::string::npos) << outcome.errors;
+    EXPECT_NE(outcome.errors.find("node 1: ranks 1, merged by rank 1"), std::string::npos)
+        << outcome.errors;
+    EXPECT_EQ(world.load_both(), 2);
+    EXPECT_TRUE(world.save(3).committed);
+    EXPECT_EQ(world.load_both(), 3);
+  }
+}
+
+// A node leader whose merge fails: the ranks agree nothing is committed, and its error names
+// the rank whose part is bad.
+TEST(CheckpointFaults, ALeaderThatCannotMergeCommitsNothing) {
+  World world({1}, kTwoNodes);
+  const auto stores = world.make_stores();
+  for (const auto& s : stores) ASSERT_TRUE(s->write_part(2, make_part(kSeed, 2, s->rank())));
+  // Rank 2's part manifest, merged by rank 0 (its node's leader), lost.
+  world.mem.remove_file(std::string(kDir) + "/.step-000000002.tmp/.part-2.json");
+  EXPECT_TRUE(stores[1]->merge_node(2));
+  EXPECT_TRUE(stores[2]->merge_node(2)) << "not a leader: nothing to do";
+  const WriteResult m0 = stores[0]->merge_node(2);
+  EXPECT_FALSE(m0.ok);
+  EXPECT_NE(m0.error.find(".part-2.json"), std::string::npos) << m0.error;
+  EXPECT_NE(m0.error.find("merging node 0"), std::string::npos) << m0.error;
+  try {  // a commit anyway (the protocol forbids it) fails the same way
+    stores[0]->commit(2, json::object());
+    ADD_FAILURE() << "committed without node 0's manifest";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("part manifests missing: .part-2.json"), std::string::npos)
+        << e.what();
+  }
+  stores[0]->abandon(2);
+  EXPECT_EQ(world.load_both(), 1);
 }
 
 }  // namespace

@@ -41,6 +41,8 @@ uint32_t mode_of(const fs::path& path) {
 void save(Store& store, int64_t step) {
   const WriteResult w = store.write_part(step, make_part(kSeed, step, 0));
   ASSERT_TRUE(w.ok) << w.error;
+  const WriteResult m = store.merge_node(step);
+  ASSERT_TRUE(m.ok) << m.error;
   store.commit(step, json::object());
 }
 
@@ -111,7 +113,8 @@ TEST(CheckpointPermissions, FilesAndDirectoriesArePrivate) {
       EXPECT_EQ(mode_of(entry.path()), file_mode) << entry.path();
       ++files;
     }
-    EXPECT_EQ(files, 5);  // model.bin state.json rng-0.bin .part-0.json manifest.json
+    // model.bin state.json rng-0.bin .part-0.json .node-0.json manifest.json
+    EXPECT_EQ(files, 6);
   }
 }
 

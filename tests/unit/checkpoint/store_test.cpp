@@ -53,6 +53,10 @@ struct TwoRanks {
     other.join();
     ASSERT_TRUE(r0.ok) << r0.error;
     ASSERT_TRUE(r1.ok) << r1.error;
+    // Every rank its own node: each merges its own part.
+    const WriteResult m1 = rank1.merge_node(step), m0 = rank0.merge_node(step);
+    ASSERT_TRUE(m0.ok) << m0.error;
+    ASSERT_TRUE(m1.ok) << m1.error;
     rank0.commit(step, meta);
   }
 
@@ -107,10 +111,25 @@ TEST(CheckpointStore, TwoRanksRoundTripEveryFileBitForBitWithMeta) {
   EXPECT_EQ(manifest["world_size"], 2);
   EXPECT_EQ(manifest["hash"], "xxh3_64");
   EXPECT_EQ(manifest["meta"], meta);
-  ASSERT_EQ(manifest["files"].size(), 4u);  // model.bin, state.json, rng-0.bin, rng-1.bin
-  EXPECT_EQ(manifest["files"]["rng-1.bin"]["rank"], 1);
-  EXPECT_EQ(manifest["files"]["model.bin"]["size"],
-            make_part(kSeed, 10, 0).files["model.bin"].size());
+  // Format 2: one entry per node (every rank its own here), none per file.
+  EXPECT_FALSE(manifest.contains("files"));
+  EXPECT_EQ(manifest["file_count"], 4);  // model.bin, state.json, rng-0.bin, rng-1.bin
+  ASSERT_EQ(manifest["nodes"].size(), 2u);
+  EXPECT_EQ(manifest["nodes"][1]["name"], ".node-1.json");
+  EXPECT_EQ(manifest["nodes"][1]["ranks"], json::parse("[[1, 1]]"));
+  const std::string node1 = read_bytes(step_dir / ".node-1.json");
+  EXPECT_EQ(manifest["nodes"][1]["size"], node1.size());
+  EXPECT_EQ(manifest["nodes"][1]["xxh3_64"], xxh3_64_hex(node1));
+  const json node0 = json::parse(read_bytes(step_dir / ".node-0.json"));
+  EXPECT_EQ(node0["ranks"], json::parse("[0]"));
+  ASSERT_EQ(node0["files"].size(), 3u);
+  EXPECT_EQ(node0["files"]["rng-0.bin"]["rank"], 0);
+  EXPECT_EQ(node0["files"]["model.bin"]["size"], make_part(kSeed, 10, 0).files["model.bin"].size());
+  EXPECT_EQ(json::parse(node1)["files"]["rng-1.bin"]["rank"], 1);
+  EXPECT_EQ(manifest["bytes"], node0["files"]["model.bin"]["size"].get<int64_t>() +
+                                   node0["files"]["state.json"]["size"].get<int64_t>() +
+                                   node0["files"]["rng-0.bin"]["size"].get<int64_t>() +
+                                   json::parse(node1)["files"]["rng-1.bin"]["size"].get<int64_t>());
   EXPECT_EQ(ranks.rank0.committed_steps(), std::vector<int64_t>{10});
 }
 
@@ -133,26 +152,75 @@ struct Damage {
   const char* file;    // in the report
 };
 
-std::vector<Damage> damages() {
-  auto edit_manifest = [](const fs::path& step_dir, const std::function<void(json&)>& edit) {
-    json m = json::parse(read_bytes(step_dir / "manifest.json"));
-    edit(m);
-    fs::remove(step_dir / "manifest.json");
-    write_bytes(step_dir / "manifest.json", m.dump());
-  };
+void edit_manifest(const fs::path& step_dir, const std::function<void(json&)>& edit) {
+  json m = json::parse(read_bytes(step_dir / "manifest.json"));
+  edit(m);
+  fs::remove(step_dir / "manifest.json");
+  write_bytes(step_dir / "manifest.json", m.dump());
+}
+
+// Rewrites node manifest `node` and its size and hash in manifest.json, so that only what the
+// edit changed is wrong.
+void edit_node(const fs::path& step_dir, int node, const std::function<void(json&)>& edit) {
+  const fs::path path = step_dir / (".node-" + std::to_string(node) + ".json");
+  json n = json::parse(read_bytes(path));
+  edit(n);
+  const std::string text = n.dump();
+  fs::remove(path);
+  write_bytes(path, text);
+  edit_manifest(step_dir, [&](json& m) {
+    m["nodes"][node]["size"] = text.size();
+    m["nodes"][node]["xxh3_64"] = xxh3_64_hex(text);
+  });
+}
+
+// Damage to the node manifests (format 2), through which rank 1 reads every file.
+std::vector<Damage> node_damages() {
   return {
+      {"node_manifest_names_absent_file",
+       [](const fs::path& d) {
+         edit_node(d, 1, [](json& n) {
+           n["files"]["extra.bin"] = {{"rank", 1}, {"size", 3}, {"xxh3_64", "0123456789abcdef"}};
+         });
+       },
+       "missing", "extra.bin"},
+      {"node_manifest_missing", [](const fs::path& d) { fs::remove(d / ".node-0.json"); },
+       "is missing", ".node-0.json"},
+      {"node_manifest_truncated",
+       [](const fs::path& d) {
+         fs::resize_file(d / ".node-1.json", fs::file_size(d / ".node-1.json") - 5);
+       },
+       "bytes, manifest.json says", ".node-1.json"},
+      {"node_manifest_garbled",
+       [](const fs::path& d) {  // the same size, other bytes: only the hash tells
+         std::string text = read_bytes(d / ".node-0.json");
+         text[text.size() / 2] ^= 0x01;
+         write_bytes(d / ".node-0.json", text);
+       },
+       "manifest.json says", ".node-0.json"},
+      {"node_manifest_of_another_step",
+       [](const fs::path& d) { edit_node(d, 1, [](json& n) { n["step"] = 7; }); }, "names step 7",
+       ".node-1.json"},
+      {"node_manifest_of_another_node",
+       [](const fs::path& d) { edit_node(d, 1, [](json& n) { n["node"] = 0; }); },
+       "written for node 0", ".node-1.json"},
+  };
+}
+
+std::vector<Damage> damages() {
+  std::vector<Damage> all = {
       {"truncated",
        [](const fs::path& d) {
          fs::resize_file(d / "model.bin", fs::file_size(d / "model.bin") / 2);
        },
-       "bytes, the manifest says", "model.bin"},
+       "bytes, node manifest .node-0.json says", "model.bin"},
       {"bit_flipped",
        [](const fs::path& d) {
          std::string bytes = read_bytes(d / "model.bin");
          bytes[bytes.size() / 3] ^= 0x10;
          write_bytes(d / "model.bin", bytes);
        },
-       "the manifest says", "model.bin"},
+       "node manifest .node-0.json says", "model.bin"},
       {"file_missing", [](const fs::path& d) { fs::remove(d / "rng-1.bin"); }, "missing",
        "rng-1.bin"},
       {"manifest_missing", [](const fs::path& d) { fs::remove(d / "manifest.json"); },
@@ -164,17 +232,17 @@ std::vector<Damage> damages() {
          write_bytes(d / "manifest.json", text);
        },
        "not valid JSON", "manifest.json"},
-      {"manifest_names_absent_file",
-       [edit_manifest](const fs::path& d) {
-         edit_manifest(d, [](json& m) {
-           m["files"]["extra.bin"] = {{"rank", 1}, {"size", 3}, {"xxh3_64", "0123456789abcdef"}};
-         });
+      {"manifest_world_size_absurd",  // a garbled number must not size an allocation
+       [](const fs::path& d) {
+         edit_manifest(d, [](json& m) { m["world_size"] = int64_t{1} << 40; });
        },
-       "missing", "extra.bin"},
+       "is beyond any run's", "manifest.json"},
       {"manifest_of_another_step",
-       [edit_manifest](const fs::path& d) { edit_manifest(d, [](json& m) { m["step"] = 7; }); },
-       "names step 7", "manifest.json"},
+       [](const fs::path& d) { edit_manifest(d, [](json& m) { m["step"] = 7; }); }, "names step 7",
+       "manifest.json"},
   };
+  for (auto& damage : node_damages()) all.push_back(std::move(damage));
+  return all;
 }
 
 TEST(CheckpointStore, DamagedNewestIsReportedAndThePreviousLoaded) {
@@ -295,11 +363,20 @@ TEST(CheckpointStore, CommitWithoutEveryPartFailsAndCommitsNothing) {
   TwoRanks ranks;
   ranks.save(1);
   ASSERT_TRUE(ranks.rank0.write_part(2, make_part(kSeed, 2, 0)));  // rank 1 never wrote
+  ASSERT_TRUE(ranks.rank0.merge_node(2));
+  // Rank 1's merge names its missing part.
+  const WriteResult merged = ranks.rank1.merge_node(2);
+  EXPECT_FALSE(merged.ok);
+  EXPECT_NE(merged.error.find(".part-1.json"), std::string::npos) << merged.error;
+  EXPECT_NE(merged.error.find("rank 1"), std::string::npos) << merged.error;
   try {
     ranks.rank0.commit(2, json::object());
     ADD_FAILURE() << "commit without rank 1's part succeeded";
   } catch (const rt::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(".part-1.json"), std::string::npos) << e.what();
+    // The node manifest missing, its node, and the part behind it.
+    EXPECT_NE(std::string(e.what()).find(".node-1.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("part manifests missing: .part-1.json"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("not committed"), std::string::npos) << e.what();
   }
   EXPECT_EQ(ranks.rank1.load_latest(shared_files())->step, 1);
@@ -345,6 +422,9 @@ TEST(CheckpointStore, AsyncWriteEqualsSyncAndAllowsOneInFlight) {
   EXPECT_FALSE(store.poll());  // held at the gate
   EXPECT_THROW(store.start_write(3, make_part(kSeed, 3, 0)), rt::Error);
   EXPECT_THROW(store.commit(2, json::object()), rt::Error);
+  const WriteResult early_merge = store.merge_node(2);
+  EXPECT_FALSE(early_merge.ok);
+  EXPECT_NE(early_merge.error.find("in flight"), std::string::npos) << early_merge.error;
   {
     std::lock_guard<std::mutex> lock(mu);
     open = true;
@@ -353,12 +433,14 @@ TEST(CheckpointStore, AsyncWriteEqualsSyncAndAllowsOneInFlight) {
   const WriteResult async_result = store.wait();
   ASSERT_TRUE(async_result.ok) << async_result.error;
   EXPECT_FALSE(store.write_in_flight());
+  ASSERT_TRUE(store.merge_node(2));
   store.commit(2, json::object());
 
   // The same part through the synchronous path: the same bytes and manifest entries.
   const WriteResult sync_result = store.write_part(3, make_part(kSeed, 2, 0));
   ASSERT_TRUE(sync_result.ok) << sync_result.error;
   EXPECT_EQ(sync_result.bytes, async_result.bytes);
+  ASSERT_TRUE(store.merge_node(3));
   store.commit(3, json::object());
   const auto from_async = store.load_latest(shared_files(), 2);
   const auto from_sync = store.load_latest(shared_files(), 3);
@@ -366,8 +448,8 @@ TEST(CheckpointStore, AsyncWriteEqualsSyncAndAllowsOneInFlight) {
   EXPECT_EQ(from_async->files, expected_files(kSeed, 2, 0));
   EXPECT_EQ(from_sync->files, from_async->files);
   const auto entries = [&](int64_t step) {
-    return json::parse(mem.read_file(
-        "/run/checkpoints/" + Store::step_name(step) + "/manifest.json", 1 << 20))["files"];
+    return json::parse(mem.read_file("/run/checkpoints/" + Store::step_name(step) + "/.node-0.json",
+                                     1 << 20))["files"];
   };
   EXPECT_EQ(entries(2), entries(3));
 
@@ -381,6 +463,225 @@ TEST(CheckpointStore, AsyncWriteEqualsSyncAndAllowsOneInFlight) {
   store.abandon(5);  // waits for it and discards it
   EXPECT_FALSE(store.write_in_flight());
   EXPECT_FALSE(mem.stat("/run/checkpoints/.step-000000005.tmp", false));
+}
+
+TEST(CheckpointStore, NodeLayoutNumbersNodesByTheirLowestRank) {
+  const NodeLayout layout({7, 3, 7, 9, 3, 7});  // labels are anything; ranks need not be contiguous
+  EXPECT_EQ(layout.world_size(), 6);
+  ASSERT_EQ(layout.nodes(), 3);
+  EXPECT_EQ(layout.ranks_of(0), (std::vector<int>{0, 2, 5}));
+  EXPECT_EQ(layout.ranks_of(1), (std::vector<int>{1, 4}));
+  EXPECT_EQ(layout.ranks_of(2), (std::vector<int>{3}));
+  EXPECT_EQ(layout.node_of(4), 1);
+  EXPECT_EQ(layout.leader(1), 1);
+  const auto hosts = NodeLayout::from_hosts({"n2", "n1", "n2", "n1"});
+  EXPECT_EQ(hosts->ranks_of(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(hosts->ranks_of(1), (std::vector<int>{1, 3}));
+  EXPECT_EQ(NodeLayout::one_per_rank(3)->nodes(), 3);
+  EXPECT_THROW(NodeLayout(std::vector<int>{}), rt::Error);
+  hpctrain::test::TempDir tmp;
+  const Store follower(tmp.file("checkpoints"), keep(2), 4,
+                       std::make_shared<const NodeLayout>(layout));
+  EXPECT_FALSE(follower.node_leader());
+  EXPECT_EQ(follower.layout().nodes(), 3);
+}
+
+// Ranks as threads of one process, one Store each over one shared layout, as the many-rank
+// emulator runs them: each phase on every rank at once, then the next.
+struct ManyRanks {
+  ManyRanks(const std::vector<std::string>& hosts, Env& env, const std::string& dir)
+      : layout(NodeLayout::from_hosts(hosts)) {
+    for (int r = 0; r < layout->world_size(); ++r) {
+      stores.push_back(std::make_unique<Store>(dir, keep(3, &reports), r, layout, env));
+    }
+  }
+  std::vector<WriteResult> on_every_rank(const std::function<WriteResult(Store&)>& phase) {
+    std::vector<WriteResult> results(stores.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < stores.size(); ++r) {
+      threads.emplace_back([&, r] { results[r] = phase(*stores[r]); });
+    }
+    for (auto& t : threads) t.join();
+    return results;
+  }
+  void save(int64_t step) {
+    for (const auto& w : on_every_rank([step](Store& s) {
+           return s.write_part(step, make_part(kSeed, step, s.rank(), /*max_bytes=*/256));
+         })) {
+      ASSERT_TRUE(w.ok) << w.error;
+    }
+    for (const auto& m : on_every_rank([step](Store& s) { return s.merge_node(step); })) {
+      ASSERT_TRUE(m.ok) << m.error;
+    }
+    stores[0]->commit(step, {{"step", step}});
+  }
+
+  std::shared_ptr<const NodeLayout> layout;
+  std::vector<std::string> reports;
+  std::vector<std::unique_ptr<Store>> stores;
+};
+
+TEST(CheckpointStore, NonContiguousNodesRoundTripWithOneManifestPerNode) {
+  hpctrain::test::TempDir tmp;
+  const fs::path dir = tmp / "checkpoints";
+  ManyRanks ranks({"a", "b", "a", "c", "b", "a"}, default_env(), dir.string());
+  ranks.save(3);
+  for (const auto& store : ranks.stores) {
+    const auto loaded = store->load_latest(shared_files());
+    ASSERT_TRUE(loaded) << "rank " << store->rank();
+    EXPECT_EQ(loaded->step, 3);
+    EXPECT_EQ(loaded->world_size, 6);
+    EXPECT_EQ(loaded->format_version, kFormatVersion);
+    EXPECT_EQ(loaded->files, expected_files(kSeed, 3, store->rank(), 256)) << store->rank();
+  }
+  const fs::path step_dir = dir / "step-000000003";
+  const json manifest = json::parse(read_bytes(step_dir / "manifest.json"));
+  ASSERT_EQ(manifest["nodes"].size(), 3u);
+  EXPECT_EQ(manifest["nodes"][0]["ranks"], json::parse("[[0, 0], [2, 2], [5, 5]]"));
+  EXPECT_EQ(manifest["nodes"][1]["ranks"], json::parse("[[1, 1], [4, 4]]"));
+  EXPECT_EQ(manifest["nodes"][2]["ranks"], json::parse("[[3, 3]]"));
+  EXPECT_EQ(manifest["file_count"], 8);  // six rng files, model.bin, state.json
+  const json node1 = json::parse(read_bytes(step_dir / ".node-1.json"));
+  EXPECT_EQ(node1["ranks"], json::parse("[1, 4]"));
+  EXPECT_EQ(node1["files"].size(), 2u);
+  EXPECT_EQ(node1["files"]["rng-4.bin"]["rank"], 4);
+  // Only leaders wrote a node manifest.
+  EXPECT_FALSE(fs::exists(step_dir / ".node-3.json"));
+  EXPECT_TRUE(ranks.reports.empty()) << joined(ranks.reports);
+
+  // A damaged node manifest fails the ranks that need it: rank 4's own node; ranks of other
+  // nodes read node 0's manifest (the shared files) and their own, and still load step 3.
+  ranks.save(4);
+  write_bytes(dir / "step-000000004" / ".node-1.json", "{}");
+  EXPECT_EQ(ranks.stores[4]->load_latest(shared_files())->step, 3);
+  EXPECT_TRUE(contains(ranks.reports, ".node-1.json is 2 bytes")) << joined(ranks.reports);
+  EXPECT_EQ(ranks.stores[3]->load_latest(shared_files())->step, 4);
+  EXPECT_EQ(ranks.stores[2]->load_latest(shared_files())->step, 4);
+}
+
+TEST(CheckpointStore, CommitReadsOneManifestPerNodeNotOnePerRank) {
+  test::MemEnv mem;
+  mem.create_dir("/run", 0700);
+  test::FaultEnv env(mem);  // its log is for one thread: the ranks take turns here
+  std::vector<std::string> hosts;
+  for (int r = 0; r < 32; ++r) hosts.push_back("node" + std::to_string(r / 8));
+  const auto layout = NodeLayout::from_hosts(hosts);
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int r = 0; r < 32; ++r) {
+    stores.push_back(std::make_unique<Store>("/run/checkpoints", keep(2), r, layout, env));
+  }
+  for (auto& s : stores) ASSERT_TRUE(s->write_part(1, make_part(kSeed, 1, s->rank(), 64)));
+  env.reset();
+  for (auto& s : stores) ASSERT_TRUE(s->merge_node(1));
+  size_t part_reads = 0;
+  for (const auto& line : env.log()) part_reads += line.find("/.part-") != std::string::npos;
+  EXPECT_EQ(part_reads, 32u);  // each by its node's leader
+  env.reset();
+  stores[0]->commit(1, json::object());
+  size_t reads = 0, stats = 0;
+  for (const auto& line : env.log()) {
+    reads += line.rfind("read ", 0) == 0;
+    stats += line.rfind("stat ", 0) == 0 && line.find(".part-") != std::string::npos;
+  }
+  EXPECT_EQ(reads, 4u + 1u) << "the four node manifests and retention's manifest.json";
+  EXPECT_EQ(stats, 0u);
+  const json manifest =
+      json::parse(mem.read_file("/run/checkpoints/step-000000001/manifest.json", 1 << 20));
+  EXPECT_EQ(manifest["nodes"].size(), 4u);
+  EXPECT_EQ(manifest["nodes"][3]["ranks"], json::parse("[[24, 31]]"));
+  EXPECT_EQ(manifest["file_count"], 34);
+  for (auto& s : stores) {
+    EXPECT_EQ(s->load_latest(shared_files())->files, expected_files(kSeed, 1, s->rank(), 64));
+  }
+}
+
+TEST(CheckpointStore, HundredsOfRanksAsThreadsSaveAndLoad) {
+  hpctrain::test::TempDir tmp;
+  std::vector<std::string> hosts;
+  for (int r = 0; r < 256; ++r) hosts.push_back("n" + std::to_string(r % 16));  // round robin
+  ManyRanks ranks(hosts, default_env(), tmp.file("checkpoints"));
+  ranks.save(9);
+  const auto loaded = ranks.on_every_rank([](Store& s) {
+    WriteResult same;
+    const auto l = s.load_latest(shared_files());
+    same.ok = l && l->step == 9 && l->files == expected_files(kSeed, 9, s.rank(), 256);
+    return same;
+  });
+  for (size_t r = 0; r < loaded.size(); ++r) EXPECT_TRUE(loaded[r].ok) << "rank " << r;
+  const json manifest =
+      json::parse(read_bytes(tmp / "checkpoints" / "step-000000009" / "manifest.json"));
+  EXPECT_EQ(manifest["nodes"].size(), 16u);
+  EXPECT_EQ(manifest["nodes"][1]["ranks"].size(), 16u);  // ranks 1, 17, 33, ...
+}
+
+// A format 1 checkpoint, written as the store wrote it before node manifests (manifest.json
+// lists every file of every rank): still loaded, listed and retired by retention.
+void write_format1(const fs::path& dir, int64_t step, int world_size, const json& meta) {
+  const fs::path step_dir = dir / Store::step_name(step);
+  fs::create_directories(step_dir);
+  fs::permissions(step_dir, fs::perms::owner_all, fs::perm_options::replace);
+  json files = json::object();
+  for (int r = 0; r < world_size; ++r) {
+    json part_files = json::object();
+    for (const auto& [name, bytes] : make_part(kSeed, step, r).files) {
+      write_bytes(step_dir / name, bytes);
+      part_files[name] = {{"size", bytes.size()}, {"xxh3_64", xxh3_64_hex(bytes)}};
+      files[name] = {{"rank", r}, {"size", bytes.size()}, {"xxh3_64", xxh3_64_hex(bytes)}};
+    }
+    const json part = {{"format_version", 1},
+                       {"step", step},
+                       {"rank", r},
+                       {"world_size", world_size},
+                       {"files", part_files}};
+    write_bytes(step_dir / (".part-" + std::to_string(r) + ".json"), part.dump());
+  }
+  const json manifest = {{"format", "hpctrain-checkpoint"},
+                         {"format_version", 1},
+                         {"step", step},
+                         {"world_size", world_size},
+                         {"hash", "xxh3_64"},
+                         {"committed_at", "2026-11-23T09:06:01Z"},
+                         {"files", files},
+                         {"meta", meta}};
+  write_bytes(step_dir / "manifest.json", manifest.dump(2) + "\n");
+}
+
+TEST(CheckpointStore, Format1CheckpointsStillLoad) {
+  TwoRanks ranks(/*keep_last=*/2);
+  fs::create_directories(ranks.dir);
+  write_format1(ranks.dir, 5, 2, {{"old", true}});
+  write_format1(ranks.dir, 6, 2, {{"old", true}});
+  EXPECT_EQ(ranks.rank0.committed_steps(), (std::vector<int64_t>{5, 6}));
+  for (Store* store : {&ranks.rank0, &ranks.rank1}) {
+    const int rank = store == &ranks.rank0 ? 0 : 1;
+    const auto loaded = store->load_latest(shared_files());
+    ASSERT_TRUE(loaded);
+    EXPECT_EQ(loaded->step, 6);
+    EXPECT_EQ(loaded->format_version, 1);
+    EXPECT_EQ(loaded->world_size, 2);
+    EXPECT_EQ(loaded->meta, json({{"old", true}}));
+    EXPECT_EQ(loaded->files, expected_files(kSeed, 6, rank)) << "rank " << rank;
+  }
+  // Damage is found through the format 1 manifest too; the older format 1 step is loaded.
+  fs::resize_file(ranks.dir / "step-000000006" / "rng-1.bin", 1);
+  EXPECT_EQ(ranks.rank1.load_latest(shared_files())->step, 5);
+  EXPECT_TRUE(contains(ranks.reports, "bytes, the manifest says")) << joined(ranks.reports);
+  // A resumed run saves format 2 next to them; retention judges both formats alike.
+  ranks.save(7);
+  ranks.save(8);
+  EXPECT_EQ(ranks.rank0.committed_steps(), (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(ranks.rank1.load_latest(shared_files())->format_version, kFormatVersion);
+  // A format this build does not know is passed over, not misread.
+  write_format1(ranks.dir, 9, 2, json::object());
+  const fs::path m9 = ranks.dir / "step-000000009" / "manifest.json";
+  json future = json::parse(read_bytes(m9));
+  future["format_version"] = kFormatVersion + 1;
+  fs::remove(m9);
+  write_bytes(m9, future.dump());
+  ranks.reports.clear();
+  EXPECT_EQ(ranks.rank0.load_latest(shared_files())->step, 8);
+  EXPECT_TRUE(contains(ranks.reports, "format version 3, this build reads 1 to 2"))
+      << joined(ranks.reports);
 }
 
 TEST(CheckpointStore, OptionsComeFromTheSpec) {

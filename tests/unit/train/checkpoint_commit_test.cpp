@@ -1,7 +1,8 @@
 // How the trainer's checkpoints are committed (train/checkpoint_commit.hpp), ranks as threads of
 // one process voting through tests/support/thread_group.hpp: a save written at once and one
 // written in the background end in the same commit path, which commits only what every rank
-// wrote and tells every rank the outcome. Also run under ThreadSanitizer.
+// wrote and tells every rank the outcome. Node leaders merge their nodes' parts between the
+// agreement and the commit; a merge that fails commits nothing. Also run under ThreadSanitizer.
 #include "train/checkpoint_commit.hpp"
 
 #include <gtest/gtest.h>
@@ -9,12 +10,17 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "checkpoint/env.hpp"
+#include "common/error.hpp"
 #include "support/temp_dir.hpp"
 #include "support/thread_group.hpp"
 #include "train/agreement.hpp"
@@ -36,6 +42,53 @@ std::unique_ptr<CheckpointCommit> commit_in(const TempDir& dir, int rank, Thread
   return std::make_unique<CheckpointCommit>(
       std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, rank, group.size()),
       std::move(ranks), out);
+}
+
+// The POSIX Env, but creating a node manifest whose name contains `fail` fails, as a full disk
+// would on that node.
+class FailNodeManifestEnv final : public checkpoint::Env {
+ public:
+  explicit FailNodeManifestEnv(std::string fail) : fail_(std::move(fail)) {}
+  bool create_dir(const std::string& p, uint32_t mode) override {
+    return base_.create_dir(p, mode);
+  }
+  std::unique_ptr<checkpoint::WritableFile> new_file(const std::string& p, uint32_t mode) override {
+    if (p.find(fail_) != std::string::npos) {
+      HPCTRAIN_THROW(rt::Error, "create " + p + ": No space left on device");
+    }
+    return base_.new_file(p, mode);
+  }
+  void sync_dir(const std::string& p) override { base_.sync_dir(p); }
+  void rename(const std::string& from, const std::string& to) override { base_.rename(from, to); }
+  std::string read_file(const std::string& p, int64_t max) override {
+    return base_.read_file(p, max);
+  }
+  std::vector<std::string> list_dir(const std::string& p) override { return base_.list_dir(p); }
+  void remove_file(const std::string& p) override { base_.remove_file(p); }
+  void remove_all(const std::string& p) override { base_.remove_all(p); }
+  std::optional<checkpoint::FileStat> stat(const std::string& p, bool follow) override {
+    return base_.stat(p, follow);
+  }
+  int64_t fs_type(const std::string& p) override { return base_.fs_type(p); }
+
+ private:
+  std::string fail_;
+  checkpoint::Env& base_ = checkpoint::default_env();
+};
+
+// Ranks 0 and 2 on one node, 1 and 3 on another, over `env`.
+std::unique_ptr<CheckpointCommit> two_node_commit(const TempDir& dir, int rank, ThreadGroup& group,
+                                                  checkpoint::Env& env) {
+  static const auto layout = checkpoint::NodeLayout::from_hosts({"n0", "n1", "n0", "n1"});
+  checkpoint::StoreOptions o;
+  o.keep_last = 10;
+  CommitRanks ranks;
+  ranks.rank = rank;
+  ranks.size = group.size();
+  ranks.all = [&group](bool ok) { return group.all(ok); };
+  return std::make_unique<CheckpointCommit>(
+      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, rank, layout, env),
+      std::move(ranks), nullptr);
 }
 
 // This rank's part: one file of its own.
@@ -89,6 +142,26 @@ TEST(CheckpointCommit, ARankThatCouldNotWriteLeavesTheStepUncommittedEverywhere)
   EXPECT_EQ(committed(dir), (std::vector<int64_t>{4}));
   EXPECT_EQ(last, (std::vector<int64_t>{4, 4, 4}));
   EXPECT_EQ(timed, (std::vector<char>{0, 0, 0}));
+}
+
+TEST(CheckpointCommit, NodeLeadersMergeAndALeaderThatCannotCommitsNothing) {
+  const TempDir dir;
+  FailNodeManifestEnv env(".step-000000009.tmp/.node-1.json");  // node 1's leader, at step 9
+  std::vector<int64_t> last(4);
+  test::on_thread_ranks(4, [&](int rank, ThreadGroup& group) {
+    auto commit = two_node_commit(dir, rank, group, env);
+    ASSERT_TRUE(commit->write_now(5, nlohmann::json::object(), Clock::now(), part_of(rank)));
+    EXPECT_FALSE(commit->write_now(9, nlohmann::json::object(), Clock::now(), part_of(rank)));
+    last[static_cast<size_t>(rank)] = commit->last_committed();
+  });
+  EXPECT_EQ(committed(dir), (std::vector<int64_t>{5}));
+  EXPECT_EQ(last, (std::vector<int64_t>{5, 5, 5, 5}));
+  // Step 5 has one node manifest per node; step 9 left nothing behind.
+  const std::string step5 = dir.file("checkpoints/step-000000005");
+  EXPECT_TRUE(std::filesystem::exists(step5 + "/.node-0.json"));
+  EXPECT_TRUE(std::filesystem::exists(step5 + "/.node-1.json"));
+  EXPECT_FALSE(std::filesystem::exists(step5 + "/.node-2.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("checkpoints/.step-000000009.tmp")));
 }
 
 TEST(CheckpointCommit, ABackgroundSaveCommitsOnlyOnceTheAgreementSaysAllAreDone) {

@@ -131,9 +131,18 @@ TEST(Report, CollectReadsMetricsAttemptsAndCommittedCheckpoints) {
       dir / "attempts.jsonl",
       R"({"job_id":"12","array_task_id":null,"restart":0,"nodes":"n1","start":"2026-11-23T10:00:05Z","end":"2026-11-23T10:01:00Z","exit_status":75,"reason":"requeued","last_step":10})"
       "\n");
+  // Both checkpoint formats (docs/checkpoint-format.md): 1 lists every file, 2 every node
+  // manifest; the report reads what they share.
+  test::fs::create_directories(dir / "checkpoints" / "step-000000005");
+  write_text(dir / "checkpoints" / "step-000000005" / "manifest.json",
+             R"({"committed_at":"2026-11-23T10:00:20Z","format_version":1,"step":5,"world_size":1,)"
+             R"("files":{"model.pt":{"rank":0,"size":3,"xxh3_64":"0123456789abcdef"}},"meta":{}})");
   test::fs::create_directories(dir / "checkpoints" / "step-000000010");
-  write_text(dir / "checkpoints" / "step-000000010" / "manifest.json",
-             R"({"committed_at":"2026-11-23T10:00:40Z","step":10})");
+  write_text(
+      dir / "checkpoints" / "step-000000010" / "manifest.json",
+      R"({"committed_at":"2026-11-23T10:00:40Z","format_version":2,"step":10,"world_size":1,)"
+      R"("nodes":[{"name":".node-0.json","ranks":[[0,0]],"size":9,"xxh3_64":"0123456789abcdef",)"
+      R"("file_count":1,"bytes":3}],"file_count":1,"bytes":3,"meta":{}})");
   test::fs::create_directories(dir / "checkpoints" / "step-000000020");  // no manifest
   test::fs::create_directories(dir / "checkpoints" / ".step-000000030.tmp");
   // Not step names of ours, manifest or not.
@@ -152,9 +161,11 @@ TEST(Report, CollectReadsMetricsAttemptsAndCommittedCheckpoints) {
   ASSERT_EQ(r["attempts"].size(), 1u);
   EXPECT_EQ(r["attempts"][0]["start_time"], 1795428005);  // 2026-11-23T10:00:05Z
   EXPECT_EQ(r["attempts"][0]["reason"], "requeued");
-  ASSERT_EQ(r["checkpoints"].size(), 1u);
-  EXPECT_EQ(r["checkpoints"][0]["step"], 10);
-  EXPECT_EQ(r["checkpoints"][0]["time"], 1795428040);  // 2026-11-23T10:00:40Z
+  ASSERT_EQ(r["checkpoints"].size(), 2u);
+  EXPECT_EQ(r["checkpoints"][0]["step"], 5);
+  EXPECT_EQ(r["checkpoints"][0]["time"], 1795428020);  // 2026-11-23T10:00:20Z
+  EXPECT_EQ(r["checkpoints"][1]["step"], 10);
+  EXPECT_EQ(r["checkpoints"][1]["time"], 1795428040);  // 2026-11-23T10:00:40Z
   EXPECT_EQ(r["uncommitted_checkpoints"], 2);
   EXPECT_EQ(r["spec"]["nodes"], 2);
   EXPECT_EQ(r["spec"]["tasks_per_node"], 4);
