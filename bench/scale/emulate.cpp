@@ -218,47 +218,68 @@ dist::WorldInfo slurm_world(int rank, const Args& a) {
   return w;
 }
 
-// One save of `ranks` ranks (8 per node as --per-node says) into `dir`: every part written by a
-// pool of writer threads, then rank 0's commit, timed. {write s, commit s, files}.
+// Runs `work(r)` for every rank on `writers` threads.
+template <class Work>
+void on_pool(int ranks, int writers, Work work) {
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int w = 0; w < writers; ++w) {
+    pool.emplace_back([&] {
+      for (int r = next++; r < ranks; r = next++) work(r);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+// One save of `ranks` ranks (--per-node a node) into `dir`, the checkpoint store's three phases:
+// every rank's part, then every node leader's merge, each phase by a pool of writer threads (on a
+// cluster each rank writes its own, in parallel), then rank 0's commit, timed, with the files in
+// the step's directory and the size of manifest.json.
 nlohmann::json checkpoint_round(const Args& a, int ranks, const std::string& dir) {
   namespace ck = hpctrain::checkpoint;
   fs::remove_all(dir);
   ck::StoreOptions options;
   options.keep_last = 2;
   options.report = [](const std::string& line) { std::cerr << "checkpoint: " << line << "\n"; };
+  std::vector<int> labels;
+  for (int r = 0; r < ranks; ++r) labels.push_back(r / a.per_node);
+  const auto layout = std::make_shared<const ck::NodeLayout>(labels);
   std::vector<std::unique_ptr<ck::Store>> stores;
   for (int r = 0; r < ranks; ++r) {
-    stores.push_back(std::make_unique<ck::Store>(dir, options, r, ranks));
+    stores.push_back(std::make_unique<ck::Store>(dir, options, r, layout));
   }
   stores[0]->clean_leftovers();
   const std::string rank_bytes(static_cast<size_t>(a.rank_bytes), 'r');
   const std::string shared_bytes(static_cast<size_t>(a.shared_bytes), 's');
   const int64_t step = 100;
-  std::atomic<int> next{0}, failed{0};
+  std::atomic<int> failed{0};
   const auto t0 = Clock::now();
-  std::vector<std::thread> pool;
-  for (int w = 0; w < a.writers; ++w) {
-    pool.emplace_back([&] {
-      for (int r = next++; r < ranks; r = next++) {
-        ck::Part part;
-        part.files["rng-" + std::to_string(r) + ".bin"] = rank_bytes;
-        if (r == 0) part.files["model.pt"] = shared_bytes;
-        if (!stores[static_cast<size_t>(r)]->write_part(step, part)) ++failed;
-      }
-    });
-  }
-  for (auto& t : pool) t.join();
+  on_pool(ranks, a.writers, [&](int r) {
+    ck::Part part;
+    part.files["rng-" + std::to_string(r) + ".bin"] = rank_bytes;
+    if (r == 0) part.files["model.pt"] = shared_bytes;
+    if (!stores[static_cast<size_t>(r)]->write_part(step, part)) ++failed;
+  });
   const double write_s = since(t0);
-  if (failed) throw std::runtime_error(std::to_string(failed.load()) + " parts failed");
   const auto t1 = Clock::now();
+  on_pool(ranks, a.writers, [&](int r) {
+    const ck::WriteResult merged = stores[static_cast<size_t>(r)]->merge_node(step);
+    if (!merged) {
+      ++failed;
+      std::cerr << "emulate: rank " << r << "'s merge: " << merged.error << "\n";
+    }
+  });
+  const double merge_s = since(t1);
+  if (failed) throw std::runtime_error(std::to_string(failed.load()) + " parts failed");
+  const auto t2 = Clock::now();
   stores[0]->commit(step, nlohmann::json::object());
-  const double commit_s = since(t1);
+  const double commit_s = since(t2);
+  const std::string step_dir = dir + "/" + ck::Store::step_name(step);
   int64_t files = 0;
-  for ([[maybe_unused]] const auto& e :
-       fs::directory_iterator(dir + "/" + ck::Store::step_name(step))) {
-    ++files;
-  }
-  return {{"ranks", ranks}, {"write_s", write_s}, {"commit_s", commit_s}, {"files", files}};
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(step_dir)) ++files;
+  return {{"ranks", ranks},     {"write_s", write_s},
+          {"merge_s", merge_s}, {"commit_s", commit_s},
+          {"files", files},     {"manifest_bytes", fs::file_size(step_dir + "/manifest.json")}};
 }
 
 // The emulated job: the store process, every rank, rank 0's watch rounds.
@@ -444,7 +465,10 @@ class Emulation {
         };
       }
       me.heartbeat = std::make_unique<dist::Heartbeat>(
-          std::make_unique<CountingStore>(dist::c10d_kv_store(me.tcp->clone())), h);
+          dist::lazy_kv_store([tcp = me.tcp] {
+            return std::make_unique<CountingStore>(dist::c10d_kv_store(tcp->clone()));
+          }),
+          h);
     } catch (const std::exception& e) {
       me.error = e.what();
     }
@@ -480,17 +504,19 @@ class Emulation {
   bool watching_ = false;       // guarded by rounds_mutex_
 };
 
-// Three descriptors a rank (the join's connection and the heartbeat's; the store's side of each
-// is the store process's): the limit raised as far as the kernel lets. False when it cannot be.
-bool enough_descriptors(int ranks) {
+// A descriptor a rank (the join's connection) and one a node (its leader's heartbeat
+// connection; the store's side of each is the store process's): the soft limit raised to the hard
+// one. False when even that is too low.
+bool enough_descriptors(const Args& a) {
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
-  const rlim_t want = static_cast<rlim_t>(ranks) * 3 + 1024;
-  rlimit more{want, std::max(want, lim.rlim_max)};
-  if (::setrlimit(RLIMIT_NOFILE, &more) == 0) return true;
-  std::cerr << "emulate: " << ranks << " ranks need " << want
-            << " file descriptors; the hard limit is " << lim.rlim_max
-            << " (run as root, or raise it)\n";
+  const rlim_t need = static_cast<rlim_t>(a.ranks + (a.ranks + a.per_node - 1) / a.per_node + 1024);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_max >= need) return true;
+  std::cerr << "emulate: " << a.ranks << " ranks need " << need
+            << " file descriptors in this process and in the store's; the hard limit is "
+            << lim.rlim_max << "\n";
   return false;
 }
 
@@ -511,7 +537,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-verdict", a.verdict, "skip the planted silent rank");
   app.add_flag("--underived", a.underived, "hosts not derivable (torchrun): read from the store");
   CLI11_PARSE(app, argc, argv);
-  if (!enough_descriptors(a.ranks)) return 2;
+  if (!enough_descriptors(a)) return 2;
   fs::create_directories(a.dir);
 
   nlohmann::json out = {{"ranks", a.ranks},

@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,5 +31,10 @@ class KvStore {
   // How long a call may wait from now on.
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
 };
+
+// A connection made on its first call by `connect` (the heartbeat's members: only a hang
+// verdict makes them talk to the store, so rank 0 holds a descriptor per node, not per rank).
+// set_timeout() is kept and applied when it connects. Thread safety: as any KvStore.
+std::unique_ptr<KvStore> lazy_kv_store(std::function<std::unique_ptr<KvStore>()> connect);
 
 }  // namespace hpctrain::dist

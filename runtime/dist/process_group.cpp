@@ -85,7 +85,10 @@ class C10dGroup : public ProcessGroup, public Communicator {
     o.store_address = store_address();
     o.board_token = token_;
     try {
-      heartbeat_ = std::make_unique<Heartbeat>(c10d_kv_store(store_->clone()), o);
+      // Its own connection, made when first used: a node's members talk to the store only to
+      // carry out a hang verdict.
+      heartbeat_ = std::make_unique<Heartbeat>(
+          lazy_kv_store([store = store_] { return c10d_kv_store(store->clone()); }), o);
     } catch (const std::exception& e) {
       HPCTRAIN_THROW(rt::PeerError, "cannot start the heartbeat on the store at " +
                                         store_address() + ": " + first_line(e.what()));

@@ -118,6 +118,25 @@ TEST(StoreJoin, ARankThatNeverArrivesIsNamedByEveryRank) {
   }
 }
 
+// The heartbeat's members hold a connection made only when first used, with the timeout set
+// before it.
+TEST(LazyKvStore, ConnectsOnTheFirstCallWithTheTimeoutSetBefore) {
+  const MemoryKvStore memory;
+  int connects = 0;
+  auto lazy = lazy_kv_store([&] {
+    ++connects;
+    return memory.connection();
+  });
+  lazy->set_timeout(50ms);
+  EXPECT_EQ(connects, 0);
+  lazy->set("k", "v");
+  EXPECT_EQ(lazy->get("k"), "v");
+  EXPECT_EQ(connects, 1);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(lazy->get("missing"), std::exception);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << "the timeout set before it connected";
+}
+
 TEST(StoreJoin, LongListsOfRanksAreCut) {
   std::vector<int> many;
   for (int r = 0; r < 250; ++r) many.push_back(r);
