@@ -37,7 +37,7 @@ HangWatchdog::HangWatchdog(HangOptions options, int rank, int world_size,
       world_size_(world_size),
       hosts_(std::move(hosts)),
       interval_(beat_interval),
-      progress_(world_size) {}
+      progress_(rank == 0 ? world_size : 0) {}  // only rank 0 watches
 
 std::optional<HangVerdict> HangWatchdog::watch_reported(
     Clock::time_point now, const std::vector<std::optional<progress::Snapshot>>& where,
