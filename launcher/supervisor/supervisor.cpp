@@ -166,6 +166,7 @@ class Supervisor {
   void watch_nodes();
   void run_steps();
   int watch_step(common::Process& srun);
+  int requeue_status(int status) const;
   void look_again(int status);
   void look_for_gpu_fault();
   bool handle_loss(int status);
@@ -270,6 +271,7 @@ void Supervisor::run_steps() {
 // once.
 int Supervisor::watch_step(common::Process& srun) {
   std::optional<Clock::time_point> verdict_seen;
+  bool stopped = false;  // by this supervisor
   while (!srun.poll()) {
     // A second between looks, ended early by the step's end.
     if (srun.wait_for(milliseconds(1000))) break;
@@ -279,6 +281,7 @@ int Supervisor::watch_step(common::Process& srun) {
       if (v && v->kind == records::MetricsKind::kHang) verdict_seen = Clock::now();
     }
     if (verdict_seen && Clock::now() - *verdict_seen > std::chrono::seconds(k_.hang_grace_s)) {
+      stopped = true;
       stop_step(srun);
       break;
     }
@@ -286,12 +289,30 @@ int Supervisor::watch_step(common::Process& srun) {
     loss_.dead = confirmed_dead();
     if (!loss_.dead.empty()) {
       loss_.detected_ms = unix_time_ms();
+      stopped = true;
       stop_step(srun);
       loss_.stopped_ms = unix_time_ms();
       break;
     }
   }
-  return srun.wait();
+  const int status = srun.wait();
+  return stopped ? status : requeue_status(status);
+}
+
+// srun's --kill-on-bad-exit ends the other ranks as soon as the first one exits 75 (they were
+// about to, their checkpoint committed), and srun then reports their signal (128 + N): when rank 0
+// said it checkpointed to be requeued, and neither TERM nor this supervisor ended the step, the
+// step asked for the requeue (under load the race was seen to turn a chain's requeue into a
+// failure of unknown cause).
+int Supervisor::requeue_status(int status) const {
+  if (status <= 128 || status > 128 + 64 || terminated()) return status;
+  const std::string said = "(exit status " + std::to_string(kExitRequeue) + ")";
+  for (const auto& line : output_.lines()) {
+    if (line.find(kWorkerEndMarker) != std::string::npos && line.find(said) != std::string::npos) {
+      return kExitRequeue;
+    }
+  }
+  return status;
 }
 
 // After a failed step: the ranks may have noticed a lost node first (heartbeat, a collective that

@@ -726,4 +726,27 @@ TEST_F(Supervise, SetupFailureLine) {
 }
 
 }  // namespace
+// srun's --kill-on-bad-exit killed the ranks that had not yet exited 75 when the first one had:
+// srun reports their signal, but rank 0 said it checkpointed to be requeued: a requeue. The same
+// status without rank 0's word is a failure.
+TEST_F(Supervise, RanksKilledAfterTheFirstExited75AreARequeue) {
+  const StderrToFile err(dir_.file("batch.err"));
+  play(1,
+       "mkdir -p \"$RUN/checkpoints/step-000000012\"; : > "
+       "\"$RUN/checkpoints/step-000000012/manifest.json\"; echo '[rank 0/6 n1] hpctrain-worker "
+       "ended: preempted (exit status 75): checkpointed at step 12 after a stop signal' >&2; "
+       "exit 143");
+  EXPECT_EQ(run(), 0);
+  EXPECT_EQ(slurm_.calls, (std::vector<std::string>{"requeue 7"}));
+  EXPECT_EQ(ledger().back()["reason"], "requeued");
+  EXPECT_EQ(ledger().back()["cause"], "preempted");
+}
+
+TEST_F(Supervise, AKilledStepWithoutRankZerosWordIsNoRequeue) {
+  const StderrToFile err(dir_.file("batch.err"));
+  play(1, "echo '[rank 3/6 n2] Segmentation fault' >&2; exit 143");
+  run();
+  EXPECT_EQ(ledger().back()["reason"], "failed_requeued");
+}
+
 }  // namespace hpctrain::supervisor
