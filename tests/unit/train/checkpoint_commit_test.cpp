@@ -31,17 +31,26 @@ namespace {
 using test::TempDir;
 using test::ThreadGroup;
 
-std::unique_ptr<CheckpointCommit> commit_in(const TempDir& dir, int rank, ThreadGroup& group,
-                                            std::ostream* out) {
-  checkpoint::StoreOptions o;
-  o.keep_last = 10;
+// Rank `rank` of `group`, agreeing through the group.
+CommitRanks ranks_in(int rank, ThreadGroup& group) {
   CommitRanks ranks;
   ranks.rank = rank;
   ranks.size = group.size();
   ranks.all = [&group](bool ok) { return group.all(ok); };
+  return ranks;
+}
+
+checkpoint::StoreOptions keep_ten() {
+  checkpoint::StoreOptions o;
+  o.keep_last = 10;
+  return o;
+}
+
+std::unique_ptr<CheckpointCommit> commit_in(const TempDir& dir, int rank, ThreadGroup& group,
+                                            std::ostream* out) {
   return std::make_unique<CheckpointCommit>(
-      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, rank, group.size()),
-      std::move(ranks), out);
+      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), keep_ten(), rank, group.size()),
+      ranks_in(rank, group), out);
 }
 
 // The POSIX Env, but creating a node manifest whose name contains `fail` fails, as a full disk
@@ -80,15 +89,9 @@ class FailNodeManifestEnv final : public checkpoint::Env {
 std::unique_ptr<CheckpointCommit> two_node_commit(const TempDir& dir, int rank, ThreadGroup& group,
                                                   checkpoint::Env& env) {
   static const auto layout = checkpoint::NodeLayout::from_hosts({"n0", "n1", "n0", "n1"});
-  checkpoint::StoreOptions o;
-  o.keep_last = 10;
-  CommitRanks ranks;
-  ranks.rank = rank;
-  ranks.size = group.size();
-  ranks.all = [&group](bool ok) { return group.all(ok); };
   return std::make_unique<CheckpointCommit>(
-      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), o, rank, layout, env),
-      std::move(ranks), nullptr);
+      std::make_unique<checkpoint::Store>(dir.file("checkpoints"), keep_ten(), rank, layout, env),
+      ranks_in(rank, group), nullptr);
 }
 
 // This rank's part: one file of its own.
