@@ -194,6 +194,8 @@ struct Rank {
 
 struct Args {
   int ranks = 1024, per_node = 8, timeout_s = 10, steady_s = 10, writers = 16, baseline = 64;
+  int saves = 5;                 // checkpoint saves per count; their median commit is reported
+  bool checkpoint_only = false;  // only the checkpoint saves: no store, no join, no heartbeat
   int64_t rank_bytes = 16384, shared_bytes = 1 << 20;
   std::string dir;
   bool verdict = true;
@@ -231,10 +233,12 @@ void on_pool(int ranks, int writers, Work work) {
   for (auto& t : pool) t.join();
 }
 
-// One save of `ranks` ranks (--per-node a node) into `dir`, the checkpoint store's three phases:
-// every rank's part, then every node leader's merge, each phase by a pool of writer threads (on a
-// cluster each rank writes its own, in parallel), then rank 0's commit, timed, with the files in
-// the step's directory and the size of manifest.json.
+// `a.saves` saves of `ranks` ranks (--per-node a node) into `dir`, each the checkpoint store's
+// three phases: every rank's part, then every node leader's merge, each phase by a pool of writer
+// threads (on a cluster each rank writes its own, in parallel), then rank 0's commit, timed
+// (retention included: from the third save on it retires the oldest, whose files a thread of
+// rank 0's removes in the background, timed apart). Reports each phase's median over the saves,
+// the slowest commit and removal, the files in a step's directory and manifest.json's size.
 nlohmann::json checkpoint_round(const Args& a, int ranks, const std::string& dir) {
   namespace ck = hpctrain::checkpoint;
   fs::remove_all(dir);
@@ -251,35 +255,48 @@ nlohmann::json checkpoint_round(const Args& a, int ranks, const std::string& dir
   stores[0]->clean_leftovers();
   const std::string rank_bytes(static_cast<size_t>(a.rank_bytes), 'r');
   const std::string shared_bytes(static_cast<size_t>(a.shared_bytes), 's');
-  const int64_t step = 100;
-  std::atomic<int> failed{0};
-  const auto t0 = Clock::now();
-  on_pool(ranks, a.writers, [&](int r) {
-    ck::Part part;
-    part.files["rng-" + std::to_string(r) + ".bin"] = rank_bytes;
-    if (r == 0) part.files["model.pt"] = shared_bytes;
-    if (!stores[static_cast<size_t>(r)]->write_part(step, part)) ++failed;
-  });
-  const double write_s = since(t0);
-  const auto t1 = Clock::now();
-  on_pool(ranks, a.writers, [&](int r) {
-    const ck::WriteResult merged = stores[static_cast<size_t>(r)]->merge_node(step);
-    if (!merged) {
-      ++failed;
-      std::cerr << "emulate: rank " << r << "'s merge: " << merged.error << "\n";
-    }
-  });
-  const double merge_s = since(t1);
-  if (failed) throw std::runtime_error(std::to_string(failed.load()) + " parts failed");
-  const auto t2 = Clock::now();
-  stores[0]->commit(step, nlohmann::json::object());
-  const double commit_s = since(t2);
+  std::vector<double> write_s, merge_s, commit_s, retire_s;
+  int64_t step = 0;
+  for (int save = 0; save < a.saves; ++save) {
+    step += 100;
+    std::atomic<int> failed{0};
+    const auto t0 = Clock::now();
+    on_pool(ranks, a.writers, [&](int r) {
+      ck::Part part;
+      part.files["rng-" + std::to_string(r) + ".bin"] = rank_bytes;
+      if (r == 0) part.files["model.pt"] = shared_bytes;
+      if (!stores[static_cast<size_t>(r)]->write_part(step, part)) ++failed;
+    });
+    write_s.push_back(since(t0));
+    const auto t1 = Clock::now();
+    on_pool(ranks, a.writers, [&](int r) {
+      const ck::WriteResult merged = stores[static_cast<size_t>(r)]->merge_node(step);
+      if (!merged) {
+        ++failed;
+        std::cerr << "emulate: rank " << r << "'s merge: " << merged.error << "\n";
+      }
+    });
+    merge_s.push_back(since(t1));
+    if (failed) throw std::runtime_error(std::to_string(failed.load()) + " parts failed");
+    const auto t2 = Clock::now();
+    stores[0]->commit(step, nlohmann::json::object());
+    commit_s.push_back(since(t2));
+    const auto t3 = Clock::now();
+    stores[0]->wait_retired();  // off the commit's path: the ranks train meanwhile
+    retire_s.push_back(since(t3));
+  }
   const std::string step_dir = dir + "/" + ck::Store::step_name(step);
   int64_t files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(step_dir)) ++files;
-  return {{"ranks", ranks},     {"write_s", write_s},
-          {"merge_s", merge_s}, {"commit_s", commit_s},
-          {"files", files},     {"manifest_bytes", fs::file_size(step_dir + "/manifest.json")}};
+  return {{"ranks", ranks},
+          {"saves", a.saves},
+          {"write_s", percentile(write_s, 0.5)},
+          {"merge_s", percentile(merge_s, 0.5)},
+          {"commit_s", percentile(commit_s, 0.5)},
+          {"commit_max_s", percentile(commit_s, 1.0)},
+          {"retire_max_s", percentile(retire_s, 1.0)},
+          {"files", files},
+          {"manifest_bytes", fs::file_size(step_dir + "/manifest.json")}};
 }
 
 // The emulated job: the store process, every rank, rank 0's watch rounds.
@@ -515,6 +532,26 @@ bool enough_descriptors(const Args& a) {
   return false;
 }
 
+// The checkpoint saves at --ranks and at --ckpt-baseline ranks, into out["checkpoint"] and
+// out["checkpoint_baseline"]; a failure into out["checkpoint_error"].
+void checkpoints(const Args& a, nlohmann::json& out) {
+  try {
+    out["checkpoint"] = checkpoint_round(a, a.ranks, a.dir + "/ckpt-" + std::to_string(a.ranks));
+    if (a.baseline > 0) {
+      out["checkpoint_baseline"] =
+          checkpoint_round(a, a.baseline, a.dir + "/ckpt-" + std::to_string(a.baseline));
+    }
+  } catch (const std::exception& e) {
+    out["checkpoint_error"] = e.what();
+  }
+}
+
+void peak_memory(nlohmann::json& out) {
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  out["peak_mib"] = static_cast<double>(self.ru_maxrss) / 1024.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -529,7 +566,10 @@ int main(int argc, char** argv) {
   app.add_option("--rank-bytes", a.rank_bytes, "bytes of each rank's own file");
   app.add_option("--shared-bytes", a.shared_bytes, "bytes of rank 0's shared file");
   app.add_option("--ckpt-baseline", a.baseline, "ranks of the comparison save (0: none)");
+  app.add_option("--saves", a.saves, "checkpoint saves per count (median reported)")
+      ->check(CLI::Range(1, 100));
   app.add_flag("!--no-verdict", a.verdict, "skip the planted silent rank");
+  app.add_flag("--checkpoint-only", a.checkpoint_only, "only the checkpoint saves");
   app.add_flag("--underived", a.underived, "hosts not derivable (torchrun): read from the store");
   CLI11_PARSE(app, argc, argv);
   if (!enough_descriptors(a)) return 2;
@@ -540,24 +580,20 @@ int main(int argc, char** argv) {
                         {"nodes", (a.ranks + a.per_node - 1) / a.per_node},
                         {"timeout_s", a.timeout_s},
                         {"hosts", a.underived ? "store" : "derived"}};
+  if (a.checkpoint_only) {
+    checkpoints(a, out);
+    peak_memory(out);
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
   Emulation job(a);
   job.join(out);
   job.start_heartbeats(out);
   if (!job.all_started()) ::_exit(1);
   job.steady_state(out);
   if (a.verdict) job.silent_rank(out);
-  try {
-    out["checkpoint"] = checkpoint_round(a, a.ranks, a.dir + "/ckpt-" + std::to_string(a.ranks));
-    if (a.baseline > 0) {
-      out["checkpoint_baseline"] =
-          checkpoint_round(a, a.baseline, a.dir + "/ckpt-" + std::to_string(a.baseline));
-    }
-  } catch (const std::exception& e) {
-    out["checkpoint_error"] = e.what();
-  }
-  rusage self{};
-  ::getrusage(RUSAGE_SELF, &self);
-  out["peak_mib"] = static_cast<double>(self.ru_maxrss) / 1024.0;
+  checkpoints(a, out);
+  peak_memory(out);
   job.end(out);
   std::cout << out.dump() << std::endl;
   // The heartbeats' threads are still running (a frozen one for good): no destructors.

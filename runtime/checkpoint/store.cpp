@@ -4,12 +4,17 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <iostream>
+#include <mutex>
 #include <new>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "common/error.hpp"
@@ -441,6 +446,82 @@ std::string xxh3_64_hex(std::string_view data) { return hash_of(data); }
 
 std::string Store::step_name(int64_t step) { return layout::checkpoint_name(step); }
 
+// Removes retired steps' folders, one at a time, on a thread of its own. Stopped between two
+// files by its destructor; what is left is a leftover that clean_leftovers() removes.
+class Store::Retirer {
+ public:
+  Retirer(Env& env, std::function<void(const std::string&)> report)
+      : env_(env), report_(std::move(report)), thread_([this] { run(); }) {}
+
+  ~Retirer() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  void add(std::string path) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(path));
+    }
+    wake_.notify_all();
+  }
+
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) break;
+      const std::string path = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      remove(path);
+      lock.lock();
+      busy_ = false;
+      idle_.notify_all();
+    }
+    busy_ = false;
+    queue_.clear();
+    idle_.notify_all();
+  }
+
+  bool stopping() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stop_;
+  }
+
+  void remove(const std::string& path) {
+    try {
+      for (const auto& name : env_.list_dir(path)) {
+        if (stopping()) return;  // the rest at the next start
+        env_.remove_all(join_path(path, name));
+      }
+      env_.remove_all(path);
+    } catch (const rt::Error& e) {
+      report_("retention could not remove " + path + ": " + e.message() +
+              " (clean_leftovers() retries at the next start)");
+    }
+  }
+
+  Env& env_;
+  std::function<void(const std::string&)> report_;
+  std::mutex mutex_;
+  std::condition_variable wake_, idle_;
+  std::deque<std::string> queue_;
+  bool stop_ = false, busy_ = false;
+  std::thread thread_;  // last: started once the rest is ready
+};
+
 Store::Store(std::string dir, StoreOptions options, int rank, int world_size, Env& env)
     : Store(std::move(dir), std::move(options), rank,
             world_size >= 1 ? NodeLayout::one_per_rank(world_size) : nullptr, env) {}
@@ -484,7 +565,12 @@ Store::Store(std::string dir, StoreOptions options, int rank,
 }
 
 Store::~Store() {
+  retirer_.reset();
   if (inflight_.valid()) inflight_.wait();
+}
+
+void Store::wait_retired() {
+  if (retirer_) retirer_->wait_idle();
 }
 
 std::string Store::path_of(const std::string& name) const { return join_path(dir_, name); }
@@ -792,7 +878,7 @@ void Store::retain(int64_t newest) {
     return;
   }
   int64_t kept = 0;
-  bool removed = false;
+  std::vector<std::string> retired;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const int64_t step = *it;
     if (step > newest) continue;  // not ours to judge: only steps older than a newer commit go
@@ -801,24 +887,34 @@ void Store::retain(int64_t newest) {
       continue;
     }
     if (options_.keep_every > 0 && step % options_.keep_every == 0) continue;
-    const std::string fin = final_dir(step);
     try {
-      // Un-commit first, durably: a crash half-way through the removal then leaves a directory
-      // without manifest (a leftover), never a committed step with files missing.
-      env_.remove_file(join_path(fin, kManifestName));
-      env_.sync_dir(fin);
-      env_.remove_all(fin);
-      removed = true;
+      retired.push_back(retire(step));
     } catch (const rt::Error& e) {
-      report("retention could not remove " + fin + ": " + e.message());
+      report("retention could not retire " + final_dir(step) + ": " + e.message());
     }
   }
-  if (removed) {
-    try {
-      env_.sync_dir(dir_);
-    } catch (const rt::Error& e) {
-      report("retention: " + e.message());
-    }
+  if (retired.empty()) return;
+  try {
+    env_.sync_dir(dir_);
+  } catch (const rt::Error& e) {
+    report("retention: " + e.message());
+  }
+  if (!retirer_)
+    retirer_ = std::make_unique<Retirer>(env_, [this](const std::string& line) { report(line); });
+  for (auto& path : retired) retirer_->add(std::move(path));
+}
+
+std::string Store::retire(int64_t step) {
+  const std::string fin = final_dir(step);
+  // Un-commit first, durably: a crash after it leaves a directory without manifest (a leftover),
+  // never a committed step with files missing.
+  env_.remove_file(join_path(fin, kManifestName));
+  env_.sync_dir(fin);
+  for (int k = 1;; ++k) {
+    const std::string aside = path_of(layout::checkpoint_retired_name(step, k));
+    if (env_.stat(aside, /*follow=*/false)) continue;
+    env_.rename(fin, aside);
+    return aside;
   }
 }
 
@@ -846,9 +942,11 @@ void Store::abandon(int64_t step) {
 std::vector<std::string> Store::clean_leftovers() {
   if (rank_ != 0) return {};
   require_idle("clean_leftovers");
+  wait_retired();
   std::vector<std::string> removed;
   for (const auto& name : env_.list_dir(dir_)) {
-    const bool temp = layout::parse_checkpoint_temp_name(name).has_value();
+    const bool temp = layout::parse_checkpoint_temp_name(name).has_value() ||
+                      layout::parse_checkpoint_retired_name(name).has_value();
     const bool uncommitted = layout::parse_checkpoint_name(name) &&
                              !env_.stat(join_path(path_of(name), kManifestName), false);
     if (!temp && !uncommitted) continue;

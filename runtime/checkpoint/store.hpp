@@ -204,6 +204,13 @@ class Store {
   // retention. Throws rt::Error when the directory or a manifest cannot be read.
   std::vector<int64_t> committed_steps() const;
 
+  // Rank 0: waits until the steps retention retired are removed. Retention un-commits a step and
+  // renames it aside at once (".step-NNNNNNNNN.retired-K"); removing its files (2N of them at N
+  // ranks) runs on a thread of rank 0's own, off the commit's path, where every rank would wait
+  // for it. The destructor does not wait: it stops the removal between two files, and
+  // clean_leftovers() finishes it at the next start. For tests and the emulator.
+  void wait_retired();
+
   const std::string& dir() const { return dir_; }
   int rank() const { return rank_; }
   const NodeLayout& layout() const { return *layout_; }
@@ -231,6 +238,10 @@ class Store {
   void move_aside(int64_t step);
   void write_manifest(const std::string& step_dir, const std::string& text);
   void retain(int64_t newest);
+  // Un-commits committed step `step` durably and renames it aside: one rename, whatever it holds.
+  std::string retire(int64_t step);
+
+  class Retirer;
 
   std::string dir_;
   StoreOptions options_;
@@ -238,6 +249,7 @@ class Store {
   std::shared_ptr<const NodeLayout> layout_;
   Env& env_;
   std::future<WriteResult> inflight_;
+  std::unique_ptr<Retirer> retirer_;  // rank 0, from the first retirement; stopped first
 };
 
 }  // namespace hpctrain::checkpoint

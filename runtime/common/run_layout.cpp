@@ -63,6 +63,21 @@ std::optional<int64_t> parse_checkpoint_temp_name(std::string_view name) {
   return parse_checkpoint_name(name.substr(1, name.size() - 1 - kSuffix.size()));
 }
 
+std::string checkpoint_retired_name(int64_t step, int k) {
+  return "." + checkpoint_name(step) + ".retired-" + std::to_string(k);
+}
+
+std::optional<int64_t> parse_checkpoint_retired_name(std::string_view name) {
+  constexpr std::string_view kMark = ".retired-";
+  const size_t mark = name.rfind(kMark);
+  if (name.empty() || name[0] != '.' || mark == std::string_view::npos || mark < 1) {
+    return std::nullopt;
+  }
+  const std::string_view k = name.substr(mark + kMark.size());
+  if (k.size() > 9 || !all_digits(k)) return std::nullopt;
+  return parse_checkpoint_name(name.substr(1, mark - 1));
+}
+
 std::filesystem::path checkpoint_manifest(const std::filesystem::path& run_dir, int64_t step) {
   return run_dir / kCheckpoints / checkpoint_name(step) / kManifest;
 }

@@ -48,6 +48,11 @@ std::optional<int64_t> parse_checkpoint_name(std::string_view name);
 std::string checkpoint_temp_name(int64_t step);
 // The step of a temporary checkpoint folder's name, or nullopt.
 std::optional<int64_t> parse_checkpoint_temp_name(std::string_view name);
+// ".step-NNNNNNNNN.retired-K": a step retention has un-committed, being removed off the commit's
+// path (K tells apart the same step retired twice).
+std::string checkpoint_retired_name(int64_t step, int k);
+// The step of a retired checkpoint folder's name, or nullopt.
+std::optional<int64_t> parse_checkpoint_retired_name(std::string_view name);
 
 // RUN_DIR/checkpoints/step-NNNNNNNNN/manifest.json.
 std::filesystem::path checkpoint_manifest(const std::filesystem::path& run_dir, int64_t step);

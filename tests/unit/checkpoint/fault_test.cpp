@@ -107,6 +107,7 @@ struct World {
         try {
           rank0.commit(step, {{"step", step}});
           out.committed = true;
+          rank0.wait_retired();  // retention's removal, off the commit's path, in the log too
         } catch (const rt::Error& e) {
           out.errors += std::string(e.what()) + "\n";
           rank0.abandon(step);

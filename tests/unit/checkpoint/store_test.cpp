@@ -300,8 +300,15 @@ TEST(CheckpointStore, CleanLeftoversRemovesOursOnly) {
   write_bytes(dir / ".step-000000007.tmp" / "model.bin", "half");
   fs::create_directories(dir / "step-000000008");
   write_bytes(dir / "step-000000008" / "model.bin", "whole");
-  const std::vector<fs::path> foreign = {dir / "notes.txt", dir / "my-analysis",
-                                         dir / ".step-abc.tmp", dir / "step-000000003.replaced-1",
+  // A step retention retired whose removal a stop cut short.
+  fs::create_directories(dir / ".step-000000004.retired-1");
+  write_bytes(dir / ".step-000000004.retired-1" / "model.bin", "old");
+  const std::vector<fs::path> foreign = {dir / "notes.txt",
+                                         dir / "my-analysis",
+                                         dir / ".step-abc.tmp",
+                                         dir / ".step-abc.retired-1",
+                                         dir / ".step-000000004.retired-x",
+                                         dir / "step-000000003.replaced-1",
                                          dir / "step-12"};
   write_bytes(foreign[0], "keep me");
   for (size_t i = 1; i < foreign.size(); ++i) fs::create_directories(foreign[i]);
@@ -309,7 +316,9 @@ TEST(CheckpointStore, CleanLeftoversRemovesOursOnly) {
   EXPECT_TRUE(ranks.rank1.clean_leftovers().empty());  // rank 0's job
   EXPECT_TRUE(fs::exists(dir / ".step-000000007.tmp"));
   EXPECT_EQ(ranks.rank0.clean_leftovers(),
-            (std::vector<std::string>{".step-000000007.tmp", "step-000000008"}));
+            (std::vector<std::string>{".step-000000004.retired-1", ".step-000000007.tmp",
+                                      "step-000000008"}));
+  EXPECT_FALSE(fs::exists(dir / ".step-000000004.retired-1"));
   EXPECT_FALSE(fs::exists(dir / ".step-000000007.tmp"));
   EXPECT_FALSE(fs::exists(dir / "step-000000008"));
   for (const auto& path : foreign) EXPECT_TRUE(fs::exists(path)) << path;
@@ -342,6 +351,69 @@ TEST(CheckpointStore, RetentionKeepsTheLastAndEveryMth) {
   EXPECT_EQ(last1.rank0.committed_steps(), (std::vector<int64_t>{10, 20, 30}));
   last1.save(40);
   EXPECT_EQ(last1.rank0.committed_steps(), std::vector<int64_t>{40});
+}
+
+// Retention un-commits and renames the old step at once; its files go on rank 0's retirer thread
+// while the commit has returned (at 10k ranks they are 20k files, which every rank would wait
+// for: bench/scale). A failed removal is reported and left to clean_leftovers().
+TEST(CheckpointStore, RetentionRemovesFilesOffTheCommitPath) {
+  hpctrain::test::TempDir tmp;
+  const fs::path dir = tmp / "checkpoints";
+  test::FaultEnv env(default_env());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int removals = 0;
+  env.set_hook([&](const std::string& what) {
+    if (what.rfind("remove all ", 0) != 0 || what.find(".retired-") == std::string::npos) return;
+    std::unique_lock<std::mutex> lock(mu);
+    ++removals;
+    cv.notify_all();
+    cv.wait(lock, [&] { return open; });
+  });
+  std::vector<std::string> reports;
+  auto rank0 = std::make_unique<Store>(dir.string(), keep(1, &reports), 0, 2, env);
+  Store rank1(dir.string(), keep(1, &reports), 1, 2, env);
+  const auto save = [&](int64_t step) {
+    for (Store* s : {&rank1, rank0.get()}) {
+      ASSERT_TRUE(s->write_part(step, make_part(kSeed, step, s->rank())).ok);
+    }
+    for (Store* s : {&rank1, rank0.get()}) ASSERT_TRUE(s->merge_node(step).ok);
+    rank0->commit(step, json::object());
+  };
+  save(1);
+  save(2);  // returns with step 1's removal held at the gate
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return removals > 0; }));
+  }
+  EXPECT_FALSE(fs::exists(dir / "step-000000001"));
+  ASSERT_TRUE(fs::exists(dir / ".step-000000001.retired-1"));
+  EXPECT_FALSE(fs::exists(dir / ".step-000000001.retired-1" / "manifest.json"));
+  EXPECT_TRUE(fs::exists(dir / "step-000000002" / "manifest.json"));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+  }
+  cv.notify_all();
+  rank0->wait_retired();
+  EXPECT_FALSE(fs::exists(dir / ".step-000000001.retired-1"));
+  EXPECT_EQ(rank0->load_latest(shared_files())->step, 2);
+
+  // A removal that fails is reported, and the next start's clean_leftovers() finishes it.
+  env.set_hook([](const std::string& what) {
+    if (what.rfind("remove all ", 0) == 0 && what.find(".retired-") != std::string::npos) {
+      HPCTRAIN_THROW(rt::Error, what + ": Input/output error");
+    }
+  });
+  save(3);
+  rank0->wait_retired();
+  EXPECT_TRUE(contains(reports, "retention could not remove")) << joined(reports);
+  EXPECT_TRUE(fs::exists(dir / ".step-000000002.retired-1"));
+  env.set_hook({});
+  rank0 = std::make_unique<Store>(dir.string(), keep(1, &reports), 0, 2, env);
+  EXPECT_EQ(rank0->clean_leftovers(), std::vector<std::string>{".step-000000002.retired-1"});
+  EXPECT_EQ(rank0->committed_steps(), std::vector<int64_t>{3});
 }
 
 TEST(CheckpointStore, ExistingStepIsMovedAsideNeverOverwritten) {
