@@ -188,22 +188,27 @@ json parse_common(const std::string& text, int64_t step, int64_t oldest) {
   return m;
 }
 
-// manifest.json, of either version: format 1 lists every file ("files"), format 2 every node
-// manifest ("nodes").
+// manifest.json, of any version read: format 1 lists every file ("files"), format 2 every node
+// manifest ("nodes"), format 3 the node count and layout ("nodes", "layout").
 json parse_manifest(const std::string& text, int64_t step) {
   json m = parse_common(text, step, kOldestFormatVersion);
-  if (m["format_version"].get<int64_t>() == 1) {
+  const int64_t version = m["format_version"].get<int64_t>();
+  if (version == 1) {
     need(m, "files", &json::is_object, "an object");
-  } else {
+  } else if (version == 2) {
     need(m, "nodes", &json::is_array, "an array");
+  } else {
+    need_int(m, "nodes", 1);
+    need(m, "layout", &json::is_object, "an object");
   }
   return m;
 }
 
-// A part or node manifest: written by this build's format only (they never outlive a save's
-// commit unread, and a format 1 checkpoint's parts are never read again).
-json parse_part(const std::string& text, int64_t step) {
-  json m = parse_common(text, step, kFormatVersion);
+// A part or node manifest of format `oldest` or newer: parts are read only by this build's
+// merge (they never outlive a save's commit unread); a node manifest of format 2 is read when a
+// format 2 checkpoint loads.
+json parse_part(const std::string& text, int64_t step, int64_t oldest = kFormatVersion) {
+  json m = parse_common(text, step, oldest);
   const json& files = need(m, "files", &json::is_object, "an object");
   for (const auto& [name, entry] : files.items()) {
     if (!valid_file_name(name)) throw BadManifest{"bad file name \"" + name + "\""};
@@ -212,6 +217,28 @@ json parse_part(const std::string& text, int64_t step) {
     need_int(entry, "size", 0);
   }
   return m;
+}
+
+// A node manifest's own XXH3 (format 3): of its compact JSON without the field, so that what
+// is hashed does not depend on how the text was laid out.
+constexpr const char* kSelfHash = "self_xxh3_64";
+std::string content_hash(const json& manifest) {
+  json body = manifest;
+  body.erase(kSelfHash);
+  return hash_of(body.dump());
+}
+
+// Checks a format 3 node manifest's own XXH3; what() names `path`.
+void check_self_hash(const json& manifest, const std::string& path) {
+  const auto it = manifest.find(kSelfHash);
+  if (it == manifest.end() || !it->is_string()) {
+    throw BadManifest{"node manifest " + path + " has no \"" + kSelfHash + "\""};
+  }
+  const std::string actual = content_hash(manifest);
+  if (actual != it->get_ref<const std::string&>()) {
+    throw BadManifest{"node manifest " + path + " has XXH3 " + actual + ", it says " +
+                      it->get<std::string>() + " (changed since it was written)"};
+  }
 }
 
 // The ranks of manifest.json's rank ranges, each below `world_size`, ascending.
@@ -307,33 +334,109 @@ std::vector<int> nodes_of_ranks(const json& nodes, int64_t saved_world,
   return node_of;
 }
 
-// Format 2: node manifest `node` of step directory `fin`, checked against manifest.json's entry
-// (its size and XXH3: a damaged one is never parsed as if good) and `node_of`; its files.
-json read_node_manifest(Env& env, const std::string& fin, const json& manifest, int node,
-                        const std::vector<int>& node_of) {
-  const json& entry = manifest["nodes"][static_cast<size_t>(node)];
-  const std::string path = join_path(fin, node_name(node));
-  const int64_t size = entry["size"].get<int64_t>();
-  const std::string& hash = entry["xxh3_64"].get_ref<const std::string&>();
-  const auto st = env.stat(path, /*follow=*/false);
-  if (!st) throw BadManifest{"node manifest " + path + " is missing"};
-  if (st->kind != FileStat::Kind::kFile) throw BadManifest{path + " is not a regular file"};
-  if (st->size != size) {
-    throw BadManifest{"node manifest " + path + " is " + std::to_string(st->size) +
-                      " bytes, manifest.json says " + std::to_string(size)};
+// Format 3: the node layout manifest.json holds. {"runs": [[first_rank, ranks_per_node,
+// nodes], ...]} when every node's ranks are contiguous (block distributions: one run per node
+// size, whatever the node count), else {"ranks": [each node's rank ranges]}.
+json layout_json(const NodeLayout& layout) {
+  json runs = json::array();
+  for (int node = 0; node < layout.nodes(); ++node) {
+    const std::vector<int>& ranks = layout.ranks_of(node);
+    const int size = static_cast<int>(ranks.size());
+    if (ranks.back() - ranks.front() + 1 != size) {  // not contiguous: every node's ranges
+      json all = json::array();
+      for (int k = 0; k < layout.nodes(); ++k) all.push_back(rank_ranges(layout.ranks_of(k)));
+      return {{"ranks", std::move(all)}};
+    }
+    if (!runs.empty()) {
+      json& run = runs.back();
+      const int64_t first = run[0], per = run[1], count = run[2];
+      if (per == size && first + per * count == ranks.front()) {
+        run[2] = count + 1;
+        continue;
+      }
+    }
+    runs.push_back({ranks.front(), size, 1});
   }
-  const std::string text = env.read_file(path, size);
-  const std::string actual = hash_of(text);
-  if (static_cast<int64_t>(text.size()) != size || actual != hash) {
-    throw BadManifest{"node manifest " + path + " has XXH3 " + actual + ", manifest.json says " +
-                      hash + " (changed since it was written)"};
+  return {{"runs", std::move(runs)}};
+}
+
+// Format 3: the node of each saved rank from manifest.json's "layout" (every rank in exactly
+// one of its "nodes" nodes).
+std::vector<int> nodes_of_layout(const json& manifest, int64_t saved_world,
+                                 const std::string& manifest_path) {
+  if (saved_world > kMaxRanks) {
+    throw BadManifest{manifest_path + ": world size " + std::to_string(saved_world) +
+                      " is beyond any run's"};
   }
+  const int64_t nodes = manifest["nodes"].get<int64_t>();
+  const json& layout = manifest["layout"];
+  std::vector<int> node_of(static_cast<size_t>(saved_world), -1);
+  int node = 0;
+  const auto place = [&](int64_t r) {
+    if (r < 0 || r >= saved_world || node >= nodes || node_of[static_cast<size_t>(r)] >= 0) {
+      throw BadManifest{manifest_path + ": layout places rank " + std::to_string(r) + " on node " +
+                        std::to_string(node) + ", outside world size " +
+                        std::to_string(saved_world) + " and " + std::to_string(nodes) +
+                        " nodes, or twice"};
+    }
+    node_of[static_cast<size_t>(r)] = node;
+  };
   try {
-    json m = parse_part(text, manifest["step"].get<int64_t>());
+    if (layout.contains("runs")) {
+      for (const auto& run : need(layout, "runs", &json::is_array, "an array")) {
+        if (!run.is_array() || run.size() != 3 || !run[0].is_number_integer() ||
+            !run[1].is_number_integer() || !run[2].is_number_integer() || run[1] < 1 ||
+            run[2] < 1 || run[1].get<int64_t>() * run[2].get<int64_t>() > saved_world) {
+          throw BadManifest{"run " + run.dump() + " is not [first rank, ranks per node, nodes]"};
+        }
+        for (int64_t k = 0; k < run[2].get<int64_t>(); ++k, ++node) {
+          const int64_t first = run[0].get<int64_t>() + k * run[1].get<int64_t>();
+          for (int64_t r = first; r < first + run[1].get<int64_t>(); ++r) place(r);
+        }
+      }
+    } else {
+      for (const auto& ranges : need(layout, "ranks", &json::is_array, "an array")) {
+        for (const int r : parse_ranges(ranges, saved_world)) place(r);
+        ++node;
+      }
+    }
+  } catch (const BadManifest& bad) {
+    throw BadManifest{manifest_path + ": \"layout\": " + bad.what};
+  }
+  if (node != nodes) {
+    throw BadManifest{manifest_path + ": the layout has " + std::to_string(node) +
+                      " nodes, \"nodes\" says " + std::to_string(nodes)};
+  }
+  for (size_t r = 0; r < node_of.size(); ++r) {
+    if (node_of[r] < 0) {
+      throw BadManifest{manifest_path + ": no node holds rank " + std::to_string(r)};
+    }
+  }
+  return node_of;
+}
+
+// The files of node manifest `text` of `node` (at `path`, of a step saved by node_of.size()
+// ranks), checked: its step, node and world size, each file of one of the node's ranks; in
+// format 3 its own XXH3 and its ranks.
+json node_files(const std::string& text, const std::string& path, int64_t step, int node,
+                const std::vector<int>& node_of, int64_t version) {
+  try {
+    json m = parse_part(text, step, version);
+    if (version >= 3) check_self_hash(m, path);
     if (need_int(m, "node", 0) != node ||
         m["world_size"].get<int64_t>() != static_cast<int64_t>(node_of.size())) {
       throw BadManifest{"written for node " + m["node"].dump() + " of " + m["world_size"].dump() +
                         " ranks"};
+    }
+    if (version >= 3) {
+      std::vector<int> ranks;
+      for (size_t r = 0; r < node_of.size(); ++r) {
+        if (node_of[r] == node) ranks.push_back(static_cast<int>(r));
+      }
+      if (m.value("ranks", json()) != json(ranks)) {
+        throw BadManifest{"lists ranks " + m.value("ranks", json()).dump() +
+                          ", manifest.json's layout " + json(ranks).dump()};
+      }
     }
     for (const auto& [name, file] : m["files"].items()) {
       const int64_t r = need_int(file, "rank", 0);
@@ -347,15 +450,50 @@ json read_node_manifest(Env& env, const std::string& fin, const json& manifest, 
   }
 }
 
-// Format 2: manifest.json -> the node manifests holding the files -> the files. This rank's
-// files are in its node's manifest; a shared name is looked for there, then in node 0's (rank
-// 0's replicated state), then in the others in order, so a rank usually reads one or two node
-// manifests.
-std::vector<Wanted> wanted_v2(Env& env, const json& manifest, const std::string& fin,
-                              const std::vector<std::string>& shared, int rank) {
+// Node manifest `node` of step directory `fin`, checked (format 2: against manifest.json's
+// entry, its size and XXH3, so a damaged one is never parsed as if good; format 3: against its
+// own XXH3), and `node_of`; its files.
+json read_node_manifest(Env& env, const std::string& fin, const json& manifest, int node,
+                        const std::vector<int>& node_of) {
+  const int64_t version = manifest["format_version"].get<int64_t>();
+  const std::string path = join_path(fin, node_name(node));
+  const auto st = env.stat(path, /*follow=*/false);
+  if (!st) throw BadManifest{"node manifest " + path + " is missing"};
+  if (st->kind != FileStat::Kind::kFile) throw BadManifest{path + " is not a regular file"};
+  if (version >= 3) {
+    return node_files(env.read_file(path, kMaxManifestBytes), path, manifest["step"].get<int64_t>(),
+                      node, node_of, version);
+  }
+  const json& entry = manifest["nodes"][static_cast<size_t>(node)];
+  const int64_t size = entry["size"].get<int64_t>();
+  const std::string& hash = entry["xxh3_64"].get_ref<const std::string&>();
+  if (st->size != size) {
+    throw BadManifest{"node manifest " + path + " is " + std::to_string(st->size) +
+                      " bytes, manifest.json says " + std::to_string(size)};
+  }
+  const std::string text = env.read_file(path, size);
+  const std::string actual = hash_of(text);
+  if (static_cast<int64_t>(text.size()) != size || actual != hash) {
+    throw BadManifest{"node manifest " + path + " has XXH3 " + actual + ", manifest.json says " +
+                      hash + " (changed since it was written)"};
+  }
+  return node_files(text, path, manifest["step"].get<int64_t>(), node, node_of, version);
+}
+
+// Formats 2 and 3: manifest.json -> the node manifests holding the files -> the files. This
+// rank's files are in its node's manifest; a shared name is looked for there, then in node 0's
+// (rank 0's replicated state), then in the others in order, so a rank usually reads one or two
+// node manifests.
+std::vector<Wanted> wanted_by_node(Env& env, const json& manifest, const std::string& fin,
+                                   const std::vector<std::string>& shared, int rank) {
   const std::string manifest_path = join_path(fin, kManifestName);
   const int64_t saved_world = manifest["world_size"].get<int64_t>();
-  const std::vector<int> node_of = nodes_of_ranks(manifest["nodes"], saved_world, manifest_path);
+  const bool v2 = manifest["format_version"].get<int64_t>() == 2;
+  const std::vector<int> node_of =
+      v2 ? nodes_of_ranks(manifest["nodes"], saved_world, manifest_path)
+         : nodes_of_layout(manifest, saved_world, manifest_path);
+  const int nodes = v2 ? static_cast<int>(manifest["nodes"].size())
+                       : static_cast<int>(manifest["nodes"].get<int64_t>());
   std::map<int, json> read;                                  // node -> its manifest's files
   std::map<std::string, std::pair<int, const json*>> index;  // file -> its node and entry
   const auto read_node = [&](int node) {
@@ -377,7 +515,6 @@ std::vector<Wanted> wanted_v2(Env& env, const json& manifest, const std::string&
       if (file["rank"].get<int64_t>() == rank) add(name, own, file);
     }
   }
-  const int nodes = static_cast<int>(manifest["nodes"].size());
   for (const auto& name : shared) {
     int next = 0;  // the next node to read while the name is in none read so far
     while (!index.count(name) && next < nodes) read_node(next++);
@@ -721,14 +858,14 @@ WriteResult Store::merge_node(int64_t step) {
           files[name] = {{"rank", r}, {"size", size}, {"xxh3_64", entry["xxh3_64"]}};
         }
       }
-      const std::string text = json{
-          {"format_version", kFormatVersion},
-          {"step", step},
-          {"node", node},
-          {"world_size", world_size_},
-          {"ranks", layout_->ranks_of(node)},
-          {"files",
-           std::move(files)}}.dump();
+      json manifest = {{"format_version", kFormatVersion},
+                       {"step", step},
+                       {"node", node},
+                       {"world_size", world_size_},
+                       {"ranks", layout_->ranks_of(node)},
+                       {"files", std::move(files)}};
+      manifest[kSelfHash] = content_hash(manifest);
+      const std::string text = manifest.dump();
       write_durably(env_, join_path(tmp, node_name(node)), text, file_mode());
       env_.sync_dir(tmp);
       result.bytes = static_cast<int64_t>(text.size());
@@ -742,7 +879,7 @@ WriteResult Store::merge_node(int64_t step) {
   return result;
 }
 
-json Store::node_entry(int64_t step, int node, std::map<std::string, int>* names) const {
+void Store::check_node_manifest(int64_t step, int node) const {
   const std::string tmp = temp_dir(step);
   const std::string path = join_path(tmp, node_name(node));
   const std::vector<int>& ranks = layout_->ranks_of(node);
@@ -753,7 +890,7 @@ json Store::node_entry(int64_t step, int node, std::map<std::string, int>* names
     text = env_.read_file(path, kMaxManifestBytes);
   } catch (const rt::Error& e) {
     // Say which of the node's parts are missing too (their leader's error line says why it could
-    // not merge): only on this path, so a commit still reads one file per node.
+    // not merge): only on this path.
     std::vector<int> missing;
     try {
       for (const int r : ranks) {
@@ -767,54 +904,27 @@ json Store::node_entry(int64_t step, int node, std::map<std::string, int>* names
                                   (parts.empty() ? "" : "; part manifests missing: " + parts) +
                                   ")");
   }
-  json files;
-  int64_t bytes = 0;
+  std::vector<int> node_of(static_cast<size_t>(world_size_));
+  for (int r = 0; r < world_size_; ++r) node_of[static_cast<size_t>(r)] = layout_->node_of(r);
   try {
-    const json m = parse_part(text, step);
-    if (need_int(m, "node", 0) != node || m["world_size"].get<int64_t>() != world_size_ ||
-        m.value("ranks", json()) != json(ranks)) {
-      throw BadManifest{"written for node " + m["node"].dump() + " (ranks " +
-                        m.value("ranks", json()).dump() + ") of " + m["world_size"].dump() +
-                        " ranks, not for this layout's"};
-    }
-    files = m["files"];
-    for (const auto& [name, entry] : files.items()) {
-      const int64_t rank = need_int(entry, "rank", 0);
-      if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
-        throw BadManifest{"names " + name + " of rank " + std::to_string(rank) +
-                          ", not one of the node's"};
-      }
-      const auto [it, added] = names->emplace(name, static_cast<int>(rank));
-      if (!added) {
-        throw BadManifest{"file " + name + " written by ranks " + std::to_string(it->second) +
-                          " and " + std::to_string(rank)};
-      }
-      bytes += entry["size"].get<int64_t>();
-    }
+    node_files(text, path, step, node, node_of, kFormatVersion);
   } catch (const BadManifest& bad) {
-    HPCTRAIN_THROW(rt::Error, "node manifest " + path + " (" + whose + "): " + bad.what);
+    HPCTRAIN_THROW(rt::Error, bad.what + " (" + whose + ")");
   }
-  return {{"name", node_name(node)},  {"ranks", rank_ranges(ranks)}, {"size", text.size()},
-          {"xxh3_64", hash_of(text)}, {"file_count", files.size()},  {"bytes", bytes}};
 }
 
-json Store::merged_manifest(int64_t step, const json& meta) const {
-  json nodes = json::array();
-  std::map<std::string, int> names;  // every file of the step: no name twice across nodes
-  int64_t bytes = 0;
-  for (int node = 0; node < layout_->nodes(); ++node) {
-    nodes.push_back(node_entry(step, node, &names));
-    bytes += nodes.back()["bytes"].get<int64_t>();
-  }
+json Store::commit_manifest(int64_t step, const json& meta) const {
+  // Rank 0's own node, the one that holds the replicated state: the others' merges are the
+  // vote's, and their manifests are checked by their own XXH3 where they are read.
+  check_node_manifest(step, layout_->node_of(rank_));
   return {{"format", kFormatName},
           {"format_version", kFormatVersion},
           {"step", step},
           {"world_size", world_size_},
           {"hash", "xxh3_64"},
           {"committed_at", utc_now()},
-          {"nodes", std::move(nodes)},
-          {"file_count", names.size()},
-          {"bytes", bytes},
+          {"nodes", layout_->nodes()},
+          {"layout", layout_json(*layout_)},
           {"meta", meta}};
 }
 
@@ -856,7 +966,7 @@ void Store::commit(int64_t step, const json& meta) {
   require_idle("commit");
   try {
     if (!meta.is_object()) HPCTRAIN_THROW(rt::Error, "meta is not a JSON object");
-    const json manifest = merged_manifest(step, meta);
+    const json manifest = commit_manifest(step, meta);
     const std::string fin = final_dir(step);
     if (env_.stat(fin, /*follow=*/false)) move_aside(step);
     env_.rename(temp_dir(step), fin);
@@ -1016,7 +1126,7 @@ std::optional<Loaded> Store::try_load(int64_t step, const std::vector<std::strin
     loaded.meta = manifest["meta"];
     const std::vector<Wanted> wanted = loaded.format_version == 1
                                            ? wanted_v1(manifest, manifest_path, shared, rank_)
-                                           : wanted_v2(env_, manifest, fin, shared, rank_);
+                                           : wanted_by_node(env_, manifest, fin, shared, rank_);
     for (const Wanted& w : wanted) {
       const std::string path = join_path(fin, w.name);
       const auto fst = env_.stat(path, /*follow=*/false);

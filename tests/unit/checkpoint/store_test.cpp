@@ -86,6 +86,12 @@ std::string joined(const std::vector<std::string>& lines) {
   return all;
 }
 
+// A format 3 node manifest's own XXH3: of its compact JSON without the field.
+std::string self_hash(json node) {
+  node.erase("self_xxh3_64");
+  return xxh3_64_hex(node.dump());
+}
+
 TEST(CheckpointStore, TwoRanksRoundTripEveryFileBitForBitWithMeta) {
   TwoRanks ranks;
   const json meta = {{"epoch", 3}, {"consumed_samples", 123456789012LL}, {"spec_hash", "ab12"}};
@@ -111,25 +117,20 @@ TEST(CheckpointStore, TwoRanksRoundTripEveryFileBitForBitWithMeta) {
   EXPECT_EQ(manifest["world_size"], 2);
   EXPECT_EQ(manifest["hash"], "xxh3_64");
   EXPECT_EQ(manifest["meta"], meta);
-  // Format 2: one entry per node (every rank its own here), none per file.
+  // Format 3: the node count and layout (every rank its own node here: one run of two nodes
+  // of one rank from rank 0), no entry per node or per file.
   EXPECT_FALSE(manifest.contains("files"));
-  EXPECT_EQ(manifest["file_count"], 4);  // model.bin, state.json, rng-0.bin, rng-1.bin
-  ASSERT_EQ(manifest["nodes"].size(), 2u);
-  EXPECT_EQ(manifest["nodes"][1]["name"], ".node-1.json");
-  EXPECT_EQ(manifest["nodes"][1]["ranks"], json::parse("[[1, 1]]"));
+  EXPECT_EQ(manifest["nodes"], 2);
+  EXPECT_EQ(manifest["layout"], json::parse(R"({"runs": [[0, 1, 2]]})"));
   const std::string node1 = read_bytes(step_dir / ".node-1.json");
-  EXPECT_EQ(manifest["nodes"][1]["size"], node1.size());
-  EXPECT_EQ(manifest["nodes"][1]["xxh3_64"], xxh3_64_hex(node1));
+  EXPECT_EQ(json::parse(node1)["self_xxh3_64"], self_hash(json::parse(node1)));
+  EXPECT_EQ(json::parse(node1)["ranks"], json::parse("[1]"));
   const json node0 = json::parse(read_bytes(step_dir / ".node-0.json"));
   EXPECT_EQ(node0["ranks"], json::parse("[0]"));
   ASSERT_EQ(node0["files"].size(), 3u);
   EXPECT_EQ(node0["files"]["rng-0.bin"]["rank"], 0);
   EXPECT_EQ(node0["files"]["model.bin"]["size"], make_part(kSeed, 10, 0).files["model.bin"].size());
   EXPECT_EQ(json::parse(node1)["files"]["rng-1.bin"]["rank"], 1);
-  EXPECT_EQ(manifest["bytes"], node0["files"]["model.bin"]["size"].get<int64_t>() +
-                                   node0["files"]["state.json"]["size"].get<int64_t>() +
-                                   node0["files"]["rng-0.bin"]["size"].get<int64_t>() +
-                                   json::parse(node1)["files"]["rng-1.bin"]["size"].get<int64_t>());
   EXPECT_EQ(ranks.rank0.committed_steps(), std::vector<int64_t>{10});
 }
 
@@ -159,22 +160,20 @@ void edit_manifest(const fs::path& step_dir, const std::function<void(json&)>& e
   write_bytes(step_dir / "manifest.json", m.dump());
 }
 
-// Rewrites node manifest `node` and its size and hash in manifest.json, so that only what the
-// edit changed is wrong.
-void edit_node(const fs::path& step_dir, int node, const std::function<void(json&)>& edit) {
+// Rewrites node manifest `node` with its own XXH3 made anew (`rehash`), so that only what the
+// edit changed is wrong, or left as it was (the edit is then damage the hash finds).
+void edit_node(const fs::path& step_dir, int node, const std::function<void(json&)>& edit,
+               bool rehash = true) {
   const fs::path path = step_dir / (".node-" + std::to_string(node) + ".json");
   json n = json::parse(read_bytes(path));
+  ASSERT_EQ(n["self_xxh3_64"], self_hash(n)) << "as written";
   edit(n);
-  const std::string text = n.dump();
+  if (rehash) n["self_xxh3_64"] = self_hash(n);
   fs::remove(path);
-  write_bytes(path, text);
-  edit_manifest(step_dir, [&](json& m) {
-    m["nodes"][node]["size"] = text.size();
-    m["nodes"][node]["xxh3_64"] = xxh3_64_hex(text);
-  });
+  write_bytes(path, n.dump(2));  // laid out otherwise: the hash is of the content
 }
 
-// Damage to the node manifests (format 2), through which rank 1 reads every file.
+// Damage to the node manifests, through which rank 1 reads every file.
 std::vector<Damage> node_damages() {
   return {
       {"node_manifest_names_absent_file",
@@ -190,14 +189,22 @@ std::vector<Damage> node_damages() {
        [](const fs::path& d) {
          fs::resize_file(d / ".node-1.json", fs::file_size(d / ".node-1.json") - 5);
        },
-       "bytes, manifest.json says", ".node-1.json"},
-      {"node_manifest_garbled",
-       [](const fs::path& d) {  // the same size, other bytes: only the hash tells
-         std::string text = read_bytes(d / ".node-0.json");
-         text[text.size() / 2] ^= 0x01;
-         write_bytes(d / ".node-0.json", text);
+       "not valid JSON", ".node-1.json"},
+      {"node_manifest_changed",  // still valid JSON, one size other: only its own hash tells
+       [](const fs::path& d) {
+         edit_node(
+             d, 0, [](json& n) { n["files"]["model.bin"]["size"] = 1; }, /*rehash=*/false);
        },
-       "manifest.json says", ".node-0.json"},
+       "(changed since it was written)", ".node-0.json"},
+      {"node_manifest_without_its_hash",
+       [](const fs::path& d) {
+         edit_node(
+             d, 1, [](json& n) { n.erase("self_xxh3_64"); }, /*rehash=*/false);
+       },
+       "has no \"self_xxh3_64\"", ".node-1.json"},
+      {"node_manifest_of_other_ranks",
+       [](const fs::path& d) { edit_node(d, 1, [](json& n) { n["ranks"] = {0}; }); },
+       "manifest.json's layout [1]", ".node-1.json"},
       {"node_manifest_of_another_step",
        [](const fs::path& d) { edit_node(d, 1, [](json& n) { n["step"] = 7; }); }, "names step 7",
        ".node-1.json"},
@@ -240,6 +247,16 @@ std::vector<Damage> damages() {
       {"manifest_of_another_step",
        [](const fs::path& d) { edit_manifest(d, [](json& m) { m["step"] = 7; }); }, "names step 7",
        "manifest.json"},
+      {"manifest_layout_beyond_the_world",
+       [](const fs::path& d) {
+         edit_manifest(d, [](json& m) { m["layout"] = {{"runs", {{0, 1, 3}}}}; });
+       },
+       "is not [first rank, ranks per node, nodes]", "manifest.json"},
+      {"manifest_layout_one_node_short",
+       [](const fs::path& d) {
+         edit_manifest(d, [](json& m) { m["layout"] = {{"runs", {{0, 1, 1}}}}; });
+       },
+       "the layout has 1 nodes, \"nodes\" says 2", "manifest.json"},
   };
   for (auto& damage : node_damages()) all.push_back(std::move(damage));
   return all;
@@ -431,23 +448,24 @@ TEST(CheckpointStore, ExistingStepIsMovedAsideNeverOverwritten) {
   EXPECT_EQ(loaded->files, expected_files(kSeed, 4, 0));
 }
 
-TEST(CheckpointStore, CommitWithoutEveryPartFailsAndCommitsNothing) {
+// A merge that fails names the part behind it. Rank 0's own node's manifest is the one the
+// commit checks: without it nothing is committed.
+TEST(CheckpointStore, CommitWithoutRankZerosNodeFailsAndCommitsNothing) {
   TwoRanks ranks;
   ranks.save(1);
-  ASSERT_TRUE(ranks.rank0.write_part(2, make_part(kSeed, 2, 0)));  // rank 1 never wrote
-  ASSERT_TRUE(ranks.rank0.merge_node(2));
-  // Rank 1's merge names its missing part.
-  const WriteResult merged = ranks.rank1.merge_node(2);
+  ASSERT_TRUE(ranks.rank1.write_part(2, make_part(kSeed, 2, 1)));  // rank 0 never wrote
+  ASSERT_TRUE(ranks.rank1.merge_node(2));
+  const WriteResult merged = ranks.rank0.merge_node(2);
   EXPECT_FALSE(merged.ok);
-  EXPECT_NE(merged.error.find(".part-1.json"), std::string::npos) << merged.error;
-  EXPECT_NE(merged.error.find("rank 1"), std::string::npos) << merged.error;
+  EXPECT_NE(merged.error.find(".part-0.json"), std::string::npos) << merged.error;
+  EXPECT_NE(merged.error.find("rank 0"), std::string::npos) << merged.error;
   try {
     ranks.rank0.commit(2, json::object());
-    ADD_FAILURE() << "commit without rank 1's part succeeded";
+    ADD_FAILURE() << "commit without rank 0's part succeeded";
   } catch (const rt::Error& e) {
     // The node manifest missing, its node, and the part behind it.
-    EXPECT_NE(std::string(e.what()).find(".node-1.json"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("part manifests missing: .part-1.json"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(".node-0.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("part manifests missing: .part-0.json"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("not committed"), std::string::npos) << e.what();
   }
@@ -456,6 +474,28 @@ TEST(CheckpointStore, CommitWithoutEveryPartFailsAndCommitsNothing) {
   ranks.rank0.abandon(2);
   EXPECT_FALSE(fs::exists(ranks.dir / ".step-000000002.tmp"));
   EXPECT_EQ(ranks.rank0.committed_steps(), std::vector<int64_t>{1});
+}
+
+// The other nodes' merges are the caller's vote (train/checkpoint_commit.cpp never commits
+// when one failed). A commit that went ahead anyway is never loaded where it counts: the
+// rank whose node manifest is missing passes it over, naming it, and the ranks' agreement on
+// the minimum lands on the previous step.
+TEST(CheckpointStore, AStepWithoutEveryNodeManifestIsNeverAgreedOn) {
+  TwoRanks ranks;
+  ranks.save(1);
+  ASSERT_TRUE(ranks.rank0.write_part(2, make_part(kSeed, 2, 0)));  // rank 1 never wrote
+  ASSERT_TRUE(ranks.rank0.merge_node(2));
+  const WriteResult merged = ranks.rank1.merge_node(2);
+  EXPECT_FALSE(merged.ok);
+  EXPECT_NE(merged.error.find(".part-1.json"), std::string::npos) << merged.error;
+  ranks.rank0.commit(2, json::object());  // against the protocol
+  const auto on0 = ranks.rank0.load_latest(shared_files());
+  const auto on1 = ranks.rank1.load_latest(shared_files());
+  ASSERT_TRUE(on0 && on1);
+  EXPECT_EQ(on1->step, 1);
+  EXPECT_TRUE(contains(ranks.reports, ".node-1.json is missing")) << joined(ranks.reports);
+  const int64_t agreed = std::min(on0->step, on1->step);
+  EXPECT_EQ(ranks.rank0.load_latest(shared_files(), agreed)->step, 1);
 }
 
 TEST(CheckpointStore, BadFileNamesAreRefused) {
@@ -608,11 +648,10 @@ TEST(CheckpointStore, NonContiguousNodesRoundTripWithOneManifestPerNode) {
   }
   const fs::path step_dir = dir / "step-000000003";
   const json manifest = json::parse(read_bytes(step_dir / "manifest.json"));
-  ASSERT_EQ(manifest["nodes"].size(), 3u);
-  EXPECT_EQ(manifest["nodes"][0]["ranks"], json::parse("[[0, 0], [2, 2], [5, 5]]"));
-  EXPECT_EQ(manifest["nodes"][1]["ranks"], json::parse("[[1, 1], [4, 4]]"));
-  EXPECT_EQ(manifest["nodes"][2]["ranks"], json::parse("[[3, 3]]"));
-  EXPECT_EQ(manifest["file_count"], 8);  // six rng files, model.bin, state.json
+  // Nodes not contiguous: the layout lists each node's rank ranges.
+  EXPECT_EQ(manifest["nodes"], 3);
+  EXPECT_EQ(manifest["layout"],
+            json::parse(R"({"ranks": [[[0, 0], [2, 2], [5, 5]], [[1, 1], [4, 4]], [[3, 3]]]})"));
   const json node1 = json::parse(read_bytes(step_dir / ".node-1.json"));
   EXPECT_EQ(node1["ranks"], json::parse("[1, 4]"));
   EXPECT_EQ(node1["files"].size(), 2u);
@@ -624,14 +663,18 @@ TEST(CheckpointStore, NonContiguousNodesRoundTripWithOneManifestPerNode) {
   // A damaged node manifest fails the ranks that need it: rank 4's own node; ranks of other
   // nodes read node 0's manifest (the shared files) and their own, and still load step 3.
   ranks.save(4);
+  fs::remove(dir / "step-000000004" / ".node-1.json");
   write_bytes(dir / "step-000000004" / ".node-1.json", "{}");
   EXPECT_EQ(ranks.stores[4]->load_latest(shared_files())->step, 3);
-  EXPECT_TRUE(contains(ranks.reports, ".node-1.json is 2 bytes")) << joined(ranks.reports);
+  EXPECT_TRUE(contains(ranks.reports, ".node-1.json: \"format_version\" missing"))
+      << joined(ranks.reports);
   EXPECT_EQ(ranks.stores[3]->load_latest(shared_files())->step, 4);
   EXPECT_EQ(ranks.stores[2]->load_latest(shared_files())->step, 4);
 }
 
-TEST(CheckpointStore, CommitReadsOneManifestPerNodeNotOnePerRank) {
+// The commit's cost does not grow with the nodes: rank 0 reads its own node's manifest (and
+// retention the committed manifests), never one per node or per rank.
+TEST(CheckpointStore, CommitReadsItsOwnNodeManifestNotOnePerNode) {
   test::MemEnv mem;
   mem.create_dir("/run", 0700);
   test::FaultEnv env(mem);  // its log is for one thread: the ranks take turns here
@@ -655,13 +698,12 @@ TEST(CheckpointStore, CommitReadsOneManifestPerNodeNotOnePerRank) {
     reads += line.rfind("read ", 0) == 0;
     stats += line.rfind("stat ", 0) == 0 && line.find(".part-") != std::string::npos;
   }
-  EXPECT_EQ(reads, 4u + 1u) << "the four node manifests and retention's manifest.json";
+  EXPECT_EQ(reads, 1u + 1u) << "node 0's manifest and retention's manifest.json";
   EXPECT_EQ(stats, 0u);
   const json manifest =
       json::parse(mem.read_file("/run/checkpoints/step-000000001/manifest.json", 1 << 20));
-  EXPECT_EQ(manifest["nodes"].size(), 4u);
-  EXPECT_EQ(manifest["nodes"][3]["ranks"], json::parse("[[24, 31]]"));
-  EXPECT_EQ(manifest["file_count"], 34);
+  EXPECT_EQ(manifest["nodes"], 4);
+  EXPECT_EQ(manifest["layout"], json::parse(R"({"runs": [[0, 8, 4]]})"));
   for (auto& s : stores) {
     EXPECT_EQ(s->load_latest(shared_files())->files, expected_files(kSeed, 1, s->rank(), 64));
   }
@@ -682,8 +724,8 @@ TEST(CheckpointStore, HundredsOfRanksAsThreadsSaveAndLoad) {
   for (size_t r = 0; r < loaded.size(); ++r) EXPECT_TRUE(loaded[r].ok) << "rank " << r;
   const json manifest =
       json::parse(read_bytes(tmp / "checkpoints" / "step-000000009" / "manifest.json"));
-  EXPECT_EQ(manifest["nodes"].size(), 16u);
-  EXPECT_EQ(manifest["nodes"][1]["ranks"].size(), 16u);  // ranks 1, 17, 33, ...
+  EXPECT_EQ(manifest["nodes"], 16);
+  EXPECT_EQ(manifest["layout"]["ranks"][1].size(), 16u);  // ranks 1, 17, 33, ...
 }
 
 // A format 1 checkpoint, written as the store wrote it before node manifests (manifest.json
@@ -738,7 +780,7 @@ TEST(CheckpointStore, Format1CheckpointsStillLoad) {
   fs::resize_file(ranks.dir / "step-000000006" / "rng-1.bin", 1);
   EXPECT_EQ(ranks.rank1.load_latest(shared_files())->step, 5);
   EXPECT_TRUE(contains(ranks.reports, "bytes, the manifest says")) << joined(ranks.reports);
-  // A resumed run saves format 2 next to them; retention judges both formats alike.
+  // A resumed run saves this build's format next to them; retention judges both alike.
   ranks.save(7);
   ranks.save(8);
   EXPECT_EQ(ranks.rank0.committed_steps(), (std::vector<int64_t>{7, 8}));
@@ -752,8 +794,78 @@ TEST(CheckpointStore, Format1CheckpointsStillLoad) {
   write_bytes(m9, future.dump());
   ranks.reports.clear();
   EXPECT_EQ(ranks.rank0.load_latest(shared_files())->step, 8);
-  EXPECT_TRUE(contains(ranks.reports, "format version 3, this build reads 1 to 2"))
+  EXPECT_TRUE(contains(ranks.reports, "format version 4, this build reads 1 to 3"))
       << joined(ranks.reports);
+}
+
+// A format 2 checkpoint, written as the store wrote it before format 3 (manifest.json lists
+// every node manifest with its size and XXH3; node manifests without their own): every rank its
+// own node.
+void write_format2(const fs::path& dir, int64_t step, int world_size, const json& meta) {
+  const fs::path step_dir = dir / Store::step_name(step);
+  fs::create_directories(step_dir);
+  fs::permissions(step_dir, fs::perms::owner_all, fs::perm_options::replace);
+  json nodes = json::array();
+  for (int r = 0; r < world_size; ++r) {
+    json files = json::object();
+    int64_t bytes_total = 0;
+    for (const auto& [name, bytes] : make_part(kSeed, step, r).files) {
+      write_bytes(step_dir / name, bytes);
+      files[name] = {{"rank", r}, {"size", bytes.size()}, {"xxh3_64", xxh3_64_hex(bytes)}};
+      bytes_total += static_cast<int64_t>(bytes.size());
+    }
+    const std::string node = json{{"format_version", 2},      {"step", step}, {"node", r},
+                                  {"world_size", world_size}, {"ranks", {r}}, {"files", files}}
+                                 .dump();
+    const std::string name = ".node-" + std::to_string(r) + ".json";
+    write_bytes(step_dir / name, node);
+    nodes.push_back({{"name", name},
+                     {"ranks", {{r, r}}},
+                     {"size", node.size()},
+                     {"xxh3_64", xxh3_64_hex(node)},
+                     {"file_count", files.size()},
+                     {"bytes", bytes_total}});
+  }
+  const json manifest = {{"format", "hpctrain-checkpoint"},
+                         {"format_version", 2},
+                         {"step", step},
+                         {"world_size", world_size},
+                         {"hash", "xxh3_64"},
+                         {"committed_at", "2026-11-27T09:06:01Z"},
+                         {"nodes", nodes},
+                         {"meta", meta}};
+  write_bytes(step_dir / "manifest.json", manifest.dump(2) + "\n");
+}
+
+// Checkpoints written before format 3 load (a run resumes across the upgrade), their damage is
+// found through manifest.json's hashes, and retention retires them like any other.
+TEST(CheckpointStore, Format2CheckpointsStillLoad) {
+  TwoRanks ranks(/*keep_last=*/2);
+  fs::create_directories(ranks.dir);
+  write_format2(ranks.dir, 5, 2, {{"old", 2}});
+  write_format2(ranks.dir, 6, 2, {{"old", 2}});
+  EXPECT_EQ(ranks.rank0.committed_steps(), (std::vector<int64_t>{5, 6}));
+  for (Store* store : {&ranks.rank0, &ranks.rank1}) {
+    const auto loaded = store->load_latest(shared_files());
+    ASSERT_TRUE(loaded);
+    EXPECT_EQ(loaded->step, 6);
+    EXPECT_EQ(loaded->format_version, 2);
+    EXPECT_EQ(loaded->meta, json({{"old", 2}}));
+    EXPECT_EQ(loaded->files, expected_files(kSeed, 6, store->rank())) << "rank " << store->rank();
+  }
+  // One byte of node 1's manifest changed, the size kept: manifest.json's hash finds it.
+  std::string node1 = read_bytes(ranks.dir / "step-000000006" / ".node-1.json");
+  node1[node1.find("\"rank\":1") + 7] = '0';
+  fs::remove(ranks.dir / "step-000000006" / ".node-1.json");
+  write_bytes(ranks.dir / "step-000000006" / ".node-1.json", node1);
+  EXPECT_EQ(ranks.rank1.load_latest(shared_files())->step, 5);
+  EXPECT_TRUE(contains(ranks.reports, ".node-1.json has XXH3")) << joined(ranks.reports);
+  ranks.save(7);
+  ranks.save(8);
+  ranks.rank0.wait_retired();
+  EXPECT_EQ(ranks.rank0.committed_steps(), (std::vector<int64_t>{7, 8}));
+  EXPECT_FALSE(fs::exists(ranks.dir / "step-000000006"));
+  EXPECT_EQ(ranks.rank1.load_latest(shared_files())->format_version, kFormatVersion);
 }
 
 TEST(CheckpointStore, OptionsComeFromTheSpec) {
