@@ -52,12 +52,12 @@ void describe(const dist::Launch& launch, const std::optional<spec::Spec>& spec,
 }
 
 // Rank 0 serves the store: a connection per rank for the training thread and another for the
-// heartbeat, besides Gloo's own pairs, so about 3 descriptors per rank; the usual soft limit
-// (1024) would end a job of a few hundred ranks at start. The soft limit goes up to the hard one.
-// Below what joining certainly needs (rank 0: 2 per rank and 18, measured in the self test; the
-// others: a Gloo pair per peer and a few) the rank refuses to start, naming the limit, rather than
-// die later inside Gloo ("Too many open files", no rank named); below rank 0's ~3 per rank it
-// warns.
+// heartbeat (one a node: only node leaders keep one), besides Gloo's own pairs; the usual soft
+// limit (1024) would end a job of a few hundred ranks at start. The soft limit goes up to the
+// hard one. Below what joining certainly needs (rank 0: 2 per rank and 18, measured in the self
+// test; the others: a Gloo pair per peer and a few) the rank refuses to start, naming the limit,
+// rather than die later inside Gloo ("Too many open files", no rank named); below rank 0's 2 per
+// rank, one per node and some room it warns.
 void raise_open_file_limit(const dist::WorldInfo& world) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
@@ -78,7 +78,7 @@ void raise_open_file_limit(const dist::WorldInfo& world) {
                                      " to join: raise the hard limit (limits.conf, or the site's "
                                      "Slurm PropagateResourceLimits)");
   }
-  const rlim_t needed = 3 * n + 64;
+  const rlim_t needed = 2 * n + static_cast<rlim_t>(std::max(world.num_nodes, 1)) + 64;
   if (world.rank == 0 && limit.rlim_cur < needed) {
     std::cerr << rt::rank_prefix() << "warning: open files limited to " << limit.rlim_cur
               << " (ulimit -n, hard limit too); rank 0 of " << world.world_size
