@@ -188,8 +188,9 @@ struct Rank {
   std::shared_ptr<const std::vector<std::string>> hosts;
   std::string token;
   std::unique_ptr<dist::Heartbeat> heartbeat;
-  std::atomic<double> ended{-1};  // seconds from the start, when a verdict ended it
-  std::string line;               // its verdict
+  std::atomic<bool> claimed{false};  // by the first verdict, which writes `line`, then `ended`
+  std::atomic<double> ended{-1};     // seconds from the start, when a verdict ended it
+  std::string line;                  // its verdict: read once `ended` is set
 };
 
 struct Args {
@@ -400,7 +401,8 @@ class Emulation {
       first = std::min(first, e - frozen_at);
       last = std::max(last, e - frozen_at);
     }
-    std::string line = rank(silent == 1 ? 2 : 1).line;
+    const Rank& witness = rank(silent == 1 ? 2 : 1);
+    std::string line = witness.ended.load() >= 0 ? witness.line : std::string();
     if (!line.empty() && line.back() == '\n') line.pop_back();
     out["verdict"] = {{"silent_rank", silent},
                       {"silent_host", host_of(silent, a_.per_node)},
@@ -467,8 +469,9 @@ class Emulation {
       h.dump_stacks = false;
       h.progress = [r] { return progress_of(r); };
       h.on_end = [&me, t0 = t0_](int, const std::string& line) {
-        double none = -1;
-        if (me.ended.compare_exchange_strong(none, since(t0))) me.line = line;
+        if (me.claimed.exchange(true)) return;
+        me.line = line;
+        me.ended.store(since(t0));  // after the line: a reader that sees `ended` sees the line
       };
       if (r == 0) {
         h.on_watch_round = [this](std::chrono::microseconds d) {

@@ -14,16 +14,18 @@ def row(r):
             f"| {r['watch_round_p50_ms']:.1f} / {r['watch_round_max_ms']:.1f} "
             f"| {v.get('every_rank_s', float('nan')):.1f} ({r['timeout_s']}) "
             f"| {v.get('ranks_with_verdict', '-')} | {100 * v.get('store_cpu', float('nan')):.1f} "
-            f"| {c.get('commit_s', float('nan')) * 1000:.0f} | {c.get('files', '-')} "
-            f"| {b.get('commit_s', float('nan')) * 1000:.0f} | {ratio:.2f} "
+            f"| {c.get('commit_s', float('nan')) * 1000:.1f} | {c.get('files', '-')} "
+            f"| {b.get('commit_s', float('nan')) * 1000:.1f} | {ratio:.2f} "
+            f"| {c.get('retire_max_s', float('nan')):.2f} "
             f"| {r['peak_mib']:.0f} / {r['store_peak_mib']:.0f} |")
 
 
 print("| ranks | nodes | joined s | start-up store ops | start-up store CPU s "
       "| steady store ops/s | keys read/s | store CPU % | watch round p50/max ms "
       "| verdict s (timeout) | ranks with verdict | store CPU % meanwhile | commit ms | files "
-      "| commit ms at baseline | ratio | peak MiB (emulator / store) |")
-print("|" + "---:|" * 17)
+      "| commit ms at baseline | ratio | retired step removed s (off the commit's path) "
+      "| peak MiB (emulator / store) |")
+print("|" + "---:|" * 18)
 for line in open(sys.argv[1]):
     line = line.strip()
     if line.startswith("{"):

@@ -6,7 +6,8 @@
 # only (2 operations a node a second, rank 0's one multi_get): well under one a rank. A rank gone
 # silent is named, with its host and phase, by every other rank within the timeout + 10 s. The
 # checkpoint commits with one node manifest per node: 2 files a rank (its own, its part manifest),
-# one a node, the shared model and manifest.json.
+# one a node, the shared model and manifest.json, whose size does not grow with the nodes (the
+# same within a few digits at 512 ranks as at 64).
 #   emulate.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -32,6 +33,8 @@ want = f"lost rank {v['silent_rank']} ({v['silent_host']}): no heartbeat for"
 check(want in v["line_of_rank_1"] and ", last in " in v["line_of_rank_1"], f"rank 1's line: {v['line_of_rank_1']}")
 c = r.get("checkpoint", {})
 check(c.get("files") == 2 * n + nodes + 2, f"the step holds {c.get('files')} files, not 2N + nodes + 2 = {2 * n + nodes + 2}: {r.get('checkpoint_error', '')}")
+b = r.get("checkpoint_baseline", {})
+check(c.get("manifest_bytes", 1 << 30) <= b.get("manifest_bytes", 0) + 16, f"manifest.json is {c.get('manifest_bytes')} bytes at {n} ranks, {b.get('manifest_bytes')} at {b.get('ranks')}: it grows with the nodes")
 if problems:
     print("FAIL: " + "; ".join(problems))
     print(json.dumps(r))
