@@ -47,6 +47,10 @@ void ModelConfig::validate() const {
     problems.push_back("alexnet has only the imagenet stem, got " +
                        std::string(spec::name_of(stem)));
   }
+  if (arch == Arch::kAlexNet && fused_bn) {
+    problems.push_back(
+        "fused_bn: alexnet has no batch norm to fuse (model.fused_bn is for ResNets)");
+  }
   for (const auto& prefix : freeze) {
     if (prefix.empty() || prefix.front() == '.' || prefix.back() == '.') {
       problems.push_back("freeze prefix \"" + prefix +
@@ -68,6 +72,7 @@ ModelConfig model_config_from_spec(const spec::Spec& spec, int64_t in_channels) 
   c.num_classes = spec.model.num_classes;
   c.in_channels = in_channels;
   c.zero_init_residual = spec.model.zero_init_residual;
+  c.fused_bn = spec.model.fused_bn;
   c.pretrained = spec.model.pretrained.value_or("");
   c.freeze = spec.model.freeze;
   return c;

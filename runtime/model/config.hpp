@@ -39,11 +39,15 @@ struct ModelConfig {
   int64_t num_classes = 0;
   int64_t in_channels = 0;  // image channels: 1 (grey), 3 (RGB); at most 4
   bool zero_init_residual = false;
+  // ResNets: BN+ReLU and BN+add+ReLU as one op each (model/fused_bn.hpp) instead of torch's
+  // modules; the parameters, buffers and state dict are the same. AlexNet has no batch norm.
+  bool fused_bn = false;
   std::string pretrained;           // a torch.save'd state dict; empty: none
   std::vector<std::string> freeze;  // parameter-name prefixes, e.g. "conv1", "layer1"
 
   // Throws rt::Error listing every impossible value at once (num_classes < 2, in_channels
-  // outside 1..4, a stem the architecture does not have, an empty freeze prefix).
+  // outside 1..4, a stem the architecture does not have, fused_bn for AlexNet, an empty freeze
+  // prefix).
   void validate() const;
 };
 

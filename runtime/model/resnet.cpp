@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "model/fused_bn.hpp"
 #include "model/networks.hpp"
 
 namespace hpctrain::model {
@@ -86,12 +87,37 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
       nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
+// relu(bn(x) + residual) (`residual` may be undefined): torch's module, the add and ReLU, or with
+// `fused` one op (model/fused_bn.hpp) on the module's own parameters and buffers, counting the
+// batch in num_batches_tracked as the module does, so that the state dict is the same.
+torch::Tensor bn_relu(nn::BatchNorm2d& bn, const torch::Tensor& x, const torch::Tensor& residual,
+                      bool fused) {
+  if (!fused) {
+    torch::Tensor out = bn(x);
+    if (residual.defined()) out += residual;
+    return out.relu_();
+  }
+  const auto& o = bn->options;
+  if (!o.momentum() || !o.track_running_stats() || !o.affine()) {
+    throw std::logic_error("fused batch norm: only affine batch norm with running statistics");
+  }
+  BnOptions fused_options;
+  fused_options.training = bn->is_training();
+  fused_options.momentum = *o.momentum();
+  fused_options.eps = o.eps();
+  if (fused_options.training) bn->num_batches_tracked += 1;
+  return bn_add_relu(x, residual, bn->weight, bn->bias, bn->running_mean, bn->running_var,
+                     fused_options);
+}
+
 // torchvision's BasicBlock and Bottleneck (v1.5: the stride sits on the 3x3 convolution).
 class ResidualBlockImpl : public nn::Module {
  public:
-  ResidualBlockImpl(BlockKind kind, int64_t in, int64_t planes, int64_t stride, Shortcut shortcut)
+  ResidualBlockImpl(BlockKind kind, int64_t in, int64_t planes, int64_t stride, Shortcut shortcut,
+                    bool fused_bn)
       : nn::Module(kind == BlockKind::kBasic ? "BasicBlock" : "Bottleneck"),
-        out_(kind == BlockKind::kBasic ? planes : planes * kBottleneckExpansion) {
+        out_(kind == BlockKind::kBasic ? planes : planes * kBottleneckExpansion),
+        fused_(fused_bn) {
     const bool reshapes = stride != 1 || in != out_;
     nn::Sequential downsample{nullptr};
     if (reshapes && shortcut == Shortcut::kProjection) {
@@ -122,11 +148,11 @@ class ResidualBlockImpl : public nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor out = bn1_(conv1_(x)).relu_();
-    out = bn2_(conv2_(out));
-    if (conv3_) out = bn3_(conv3_(out.relu_()));
-    out += shortcut(x);
-    return out.relu_();
+    torch::Tensor out = bn_relu(bn1_, conv1_(x), {}, fused_);
+    if (conv3_) out = bn_relu(bn2_, conv2_(out), {}, fused_);
+    nn::BatchNorm2d& last = conv3_ ? bn3_ : bn2_;
+    torch::Tensor pre = conv3_ ? conv3_(out) : conv2_(out);
+    return bn_relu(last, pre, shortcut(x), fused_);
   }
 
   int64_t out_channels() const { return out_; }
@@ -146,6 +172,7 @@ class ResidualBlockImpl : public nn::Module {
   }
 
   int64_t out_;
+  bool fused_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   nn::Sequential downsample_{nullptr};
@@ -154,7 +181,7 @@ class ResidualBlockImpl : public nn::Module {
 
 class ResNet : public Classifier {
  public:
-  explicit ResNet(const ModelConfig& config) : Classifier("ResNet") {
+  explicit ResNet(const ModelConfig& config) : Classifier("ResNet"), fused_(config.fused_bn) {
     const Layout layout = layout_of(config.arch);
     const int64_t stem_width = layout.widths.front();
     if (config.stem == Stem::kImageNet) {
@@ -176,8 +203,9 @@ class ResNet : public Classifier {
       const int64_t stage_stride = s == 0 ? 1 : 2;
       nn::Sequential stage;
       for (int64_t b = 0; b < layout.depths[s]; ++b) {
-        auto block = std::make_shared<ResidualBlockImpl>(
-            layout.block, in, layout.widths[s], b == 0 ? stage_stride : 1, layout.shortcut);
+        auto block = std::make_shared<ResidualBlockImpl>(layout.block, in, layout.widths[s],
+                                                         b == 0 ? stage_stride : 1, layout.shortcut,
+                                                         config.fused_bn);
         in = block->out_channels();
         blocks_.push_back(block);
         stage->push_back(block);
@@ -190,7 +218,7 @@ class ResNet : public Classifier {
   }
 
   torch::Tensor forward(torch::Tensor x) override {
-    x = bn1_(conv1_(x)).relu_();
+    x = bn_relu(bn1_, conv1_(x), {}, fused_);
     if (maxpool_) x = maxpool_(x);
     for (auto& stage : stages_) x = stage->forward(x);
     return fc_(avgpool_(x).flatten(/*start_dim=*/1));
@@ -215,6 +243,7 @@ class ResNet : public Classifier {
     for (const auto& block : blocks_) nn::init::zeros_(block->last_bn()->weight);
   }
 
+  bool fused_;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
   nn::MaxPool2d maxpool_{nullptr};

@@ -304,7 +304,8 @@ void check_launch(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
 }
 
 // The stem is resolved in build() (the CIFAR ResNets take theirs); what is left wrong here was
-// asked for: an ImageNet stem on a CIFAR ResNet, a CIFAR stem on AlexNet.
+// asked for: an ImageNet stem on a CIFAR ResNet, a CIFAR stem on AlexNet; and model.fused_bn on
+// AlexNet, which has no batch norm.
 void check_stem(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
   const bool cifar_resnet = is_cifar_resnet(s.model.arch);
   if ((cifar_resnet && s.model.stem != Stem::kCifar) ||
@@ -314,6 +315,11 @@ void check_stem(const Spec& s, const Typedmap& m, DiagnosticSink& sink) {
                    quote(std::string(name_of(s.model.arch))) + ", which always has " +
                    (cifar_resnet ? "the 3x3 CIFAR stem" : "its own ImageNet stem"),
                "remove model.stem (it chooses between the stems of resnet18..resnet152)");
+  }
+  if (s.model.fused_bn && s.model.arch == Arch::kAlexNet) {
+    sink.error(origin_of(m, "model.fused_bn"), "model.fused_bn",
+               "alexnet has no batch norm to fuse",
+               "remove model.fused_bn (it is for the ResNets)");
   }
 }
 

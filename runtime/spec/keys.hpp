@@ -74,6 +74,7 @@ void for_each_key(S& s, F&& f) {
   f("model.stem", m.stem);
   f("model.num_classes", m.num_classes);
   f("model.zero_init_residual", m.zero_init_residual);
+  f("model.fused_bn", m.fused_bn);
   f("model.pretrained", m.pretrained);
   f("model.freeze", m.freeze);
 

@@ -132,6 +132,9 @@ std::vector<Field> make_fields() {
       integer("model.num_classes", kDef, "1000", 2, 1000000, "Number of output classes."),
       boolean("model.zero_init_residual", "false",
               "Zero-initialise each residual branch's last BN."),
+      boolean("model.fused_bn", "false",
+              "ResNets: each batch norm with its ReLU (and a block's residual add) as one op; "
+              "the same parameters and state dict (docs/models.md)."),
       str("model.pretrained", kOpt, {}, Charset::kFree,
           "Initial weights: a state dict saved by PyTorch (torch.save) for the same architecture; "
           "a different num_classes gets a fresh classifier head."),

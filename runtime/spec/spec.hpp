@@ -62,6 +62,7 @@ struct ModelSpec {
   Stem stem = Stem::kImageNet;
   int64_t num_classes = 0;
   bool zero_init_residual = false;
+  bool fused_bn = false;  // ResNet blocks' BN (+ add) + ReLU as one op (model/fused_bn.hpp)
   std::optional<std::string> pretrained;  // absolute path
   std::vector<std::string> freeze;
 };

@@ -7,8 +7,10 @@
 # updates without a word), so a resume that loses the layout ends with other weights here.
 #
 #   resume_combinations.sh WORKER COMBO
-# COMBO: sgd-fp32 | adamw-fp32 | sgd-bf16 | sgd-fp16 | adamw-fp16 | localsgd-fp32 (bf16: what the
-#   first GPU run's resume crashed on, bf16 autocast on the CPU here)
+# COMBO: sgd-fp32 | adamw-fp32 | sgd-bf16 | sgd-fp16 | adamw-fp16 | localsgd-fp32 | fusedbn-bf16
+#   (bf16: what the first GPU run's resume crashed on, bf16 autocast on the CPU here; fusedbn:
+#   model.fused_bn, the batch norms as the fused op's reference, its running statistics and batch
+#   counts restored through the state dict)
 #   fp16 runs on the CPU (HPCTRAIN_FP16_ON_CPU) with the loss scale starting at 2^24 and growing
 #   every 3 clean steps, so steps overflow, are skipped and the scale moves across the stop;
 #   localsgd: train.sync = "local_sgd" (an averaging every 3 steps after 2 of all-reduce, the
@@ -25,6 +27,7 @@ case $combo in
   adamw-fp32) config=(train.optimizer.name=adamw train.optimizer.lr=0.002 train.precision=fp32) ;;
   sgd-bf16) config=(train.optimizer.name=sgd train.precision=bf16) ;;
   sgd-fp16) config=(train.optimizer.name=sgd train.precision=fp16) ;;
+  fusedbn-bf16) config=(train.optimizer.name=sgd train.precision=bf16 model.fused_bn=true) ;;
   adamw-fp16) config=(train.optimizer.name=adamw train.optimizer.lr=0.002 train.precision=fp16) ;;
   localsgd-fp32)
     config=(train.optimizer.name=sgd train.precision=fp32 train.sync=local_sgd

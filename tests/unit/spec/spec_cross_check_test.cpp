@@ -207,6 +207,13 @@ TEST_F(CrossCheck, SrunMpiIsAPluginName) {
   EXPECT_ERROR_ON(resolve({"job.srun_mpi=PMIx"}), "job.srun_mpi");
 }
 
+TEST_F(CrossCheck, FusedBatchNormIsForTheResNets) {
+  EXPECT_CLEAN(resolve({"model.fused_bn=true"}));
+  EXPECT_CLEAN(resolve({"model.arch=resnet20", "model.fused_bn=true"}));
+  EXPECT_ERROR_ON(resolve({"model.arch=alexnet", "model.fused_bn=true"}), "model.fused_bn");
+  EXPECT_CLEAN(resolve({"model.arch=alexnet", "model.fused_bn=false"}));
+}
+
 TEST_F(CrossCheck, MultistepMilestonesStrictlyIncrease) {
   const std::string multistep = "train.schedule.name=multistep";
   EXPECT_CLEAN(resolve({multistep, "train.schedule.milestones=[10, 11]"}));
