@@ -145,6 +145,41 @@ for dist in md.distributions():
   set(HPCTRAIN_NCCL_INCLUDE_DIR "${_nccl_dir}")
 endif()
 
+# cuDNN, for the fused batch norm's kernels (runtime/model/fused_bn_cudnn.cpp): the torch wheel's
+# nvidia-cudnn package, whose libcudnn.so.9 libtorch_cuda loads, and its cudnn.h. Without one (a
+# site build of torch) the fused batch norm runs its ATen reference on the GPU too.
+set(HPCTRAIN_CUDNN_INCLUDE_DIR "")
+set(HPCTRAIN_CUDNN_LIBRARY "")
+if(HPCTRAIN_CUDA_ENABLED)
+  execute_process(
+    COMMAND "${HPCTRAIN_PYTHON}" -c [=[
+import importlib.metadata as md
+for dist in md.distributions():
+    if (dist.metadata["Name"] or "").lower().startswith("nvidia-cudnn"):
+        found = {}
+        for f in dist.files or []:
+            if f.name == "cudnn.h" and f.parent.name == "include":
+                found["include"] = dist.locate_file(f).parent
+            if f.name.startswith("libcudnn.so.") and f.parent.name == "lib":
+                found["lib"] = dist.locate_file(f)
+        if len(found) == 2:
+            print(found["include"])
+            print(found["lib"])
+            raise SystemExit(0)
+]=]
+    OUTPUT_VARIABLE _cudnn_out RESULT_VARIABLE _cudnn_rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  string(REPLACE "\n" ";" _cudnn_out "${_cudnn_out}")
+  list(LENGTH _cudnn_out _n)
+  if(_cudnn_rc EQUAL 0 AND _n EQUAL 2)
+    list(GET _cudnn_out 0 HPCTRAIN_CUDNN_INCLUDE_DIR)
+    list(GET _cudnn_out 1 HPCTRAIN_CUDNN_LIBRARY)
+    message(STATUS "cuDNN for the fused batch norm: ${HPCTRAIN_CUDNN_LIBRARY}")
+  else()
+    message(STATUS "no nvidia-cudnn package beside torch: the fused batch norm runs its ATen "
+                   "reference on the GPU too")
+  endif()
+endif()
+
 # hpctrain_find_torch(): find_package(Torch) without the two warnings the wheel's config prints on
 # every configure that a user cannot act on (a macro: the imported targets land in the caller's
 # directory).

@@ -10,6 +10,10 @@
 #                    ours: data.synthetic (made on the host, through the loader and the device
 #                    input path); the peer: random images made once on the GPU (no input path at
 #                    all: the peer's upper bound; peer_train.py synthetic)
+#   fp16-fused, bf16-fused
+#                    ours as fp16-synthetic (bf16-synthetic) with model.fused_bn: batch norm, the
+#                    add and ReLU as one op (cuDNN's fused kernels); the peer's figure is that
+#                    row's (run it first), the ratio against it
 #   fp16-hdf5, bf16-hdf5
 #                    one HDF5 file of random 224x224 images, augment none: ours through its
 #                    loader; the peer through a pinned DataLoader (peer_train.py gpu)
@@ -50,7 +54,7 @@ jpeg_steps=${JPEG_STEPS:-100}
 every=${EVERY:-10}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
 threads=${THREADS:-2}
-rows=${ROWS:-jpeg fp16-synthetic fp16-hdf5 bf16-synthetic bf16-hdf5}
+rows=${ROWS:-jpeg fp16-synthetic fp16-fused fp16-hdf5 bf16-synthetic bf16-fused bf16-hdf5}
 device=${DEVICE:-cuda}
 arch=${ARCH:-resnet50}
 size=${SIZE:-224}
@@ -191,6 +195,7 @@ row() {  # row PRECISION SOURCE(synthetic|hdf5)
       || { line="images_per_s=0"; failed=1; }
   fi
   p=$(kv images_per_s "$line")
+  echo "$p" > "$tmp/peer-$name.ips"
   local loader
   loader=$(kv loader_peak_rss_mib "$line")
   awk -v p="$precision" -v s="$source" -v o="$o_ips" -v on="$o_n" -v q="$p" \
@@ -198,6 +203,24 @@ row() {  # row PRECISION SOURCE(synthetic|hdf5)
     -v r="$(cat "$tmp/ours-$name.rss" 2>/dev/null || echo n/a) / $(kv peak_rss_mib "$line")${loader:+ (+$loader loader)}" \
     'BEGIN { printf "| %s | %s | %.0f (%d windows) | %.0f | %s | %s | %s |\n", p, s, o, on, q,
              (q > 0 ? sprintf("%.2f", o / q) : "n/a"), m, r }'
+  return "$failed"
+}
+
+fused_row() {  # fused_row PRECISION: ours as PRECISION-synthetic with model.fused_bn
+  local precision=$1 name=$1-fused o_ips=0 o_n=0 rest p failed=0
+  if ours_run "ours-$name" data.synthetic_samples=5120 data.synthetic_image_size=224 \
+       data.augment=none model.num_classes=1000 model.fused_bn=true train.max_steps="$steps" \
+       train.precision="$precision"; then
+    read -r o_ips rest o_n <<<"$(windows "ours-$name")"
+  else
+    failed=1
+  fi
+  p=$(cat "$tmp/peer-$precision-synthetic.ips" 2>/dev/null || echo 0)
+  awk -v p="$precision" -v o="$o_ips" -v on="$o_n" -v q="$p" \
+    -v m="$(gpu_mem "ours-$name") / $(gpu_mem "peer-$precision-synthetic")" \
+    -v r="$(cat "$tmp/ours-$name.rss" 2>/dev/null || echo n/a) / (the synthetic row's)" \
+    'BEGIN { printf "| %s | synthetic, model.fused_bn | %.0f (%d windows) | %.0f | %s | %s | %s |\n",
+             p, o, on, q, (q > 0 ? sprintf("%.2f", o / q) : "n/a"), m, r }'
   return "$failed"
 }
 
@@ -276,7 +299,11 @@ for r in $rows; do
         echo "| precision | data | hpctrain img/s | peer img/s | ratio | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
         echo "|---|---|---:|---:|---:|---:|---:|"
       fi
-      row "${r%%-*}" "${r#*-}" || status=1
+      if [[ $r == *-fused ]]; then
+        fused_row "${r%%-*}" || status=1
+      else
+        row "${r%%-*}" "${r#*-}" || status=1
+      fi
       ;;
     compile | compile-*)
       if [[ -z ${compile_header_done:-} ]]; then

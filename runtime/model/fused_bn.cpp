@@ -2,6 +2,10 @@
 
 #include <torch/autograd.h>
 
+#ifdef HPCTRAIN_WITH_CUDNN
+#include "model/fused_bn_cudnn.hpp"
+#endif
+
 namespace hpctrain::model {
 namespace {
 
@@ -17,10 +21,11 @@ at::ScalarType math_type(const at::Tensor& x) {
   return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
 
-// The forward of both ops below; saves what backward() needs.
-at::Tensor forward_impl(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual,
-                        const at::Tensor& weight, const at::Tensor& bias, at::Tensor* running_mean,
-                        at::Tensor* running_var, const BnOptions& o) {
+// The forward of both ops below in ATen; saves what backward() needs.
+at::Tensor reference_forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual,
+                             const at::Tensor& weight, const at::Tensor& bias,
+                             at::Tensor* running_mean, at::Tensor* running_var,
+                             const BnOptions& o) {
   const auto xm = x.to(math_type(x));
   at::Tensor mean, invstd;
   if (o.training) {
@@ -53,7 +58,7 @@ at::Tensor forward_impl(AutogradContext* ctx, const at::Tensor& x, const at::Ten
 // dx = weight * invstd * (dz - mean(dz) - xhat * mean(dz * xhat)) in training (the batch's
 // statistics depend on x), weight * invstd * dz in eval. Sums and means over N, H and W.
 // {dx, dz (the residual's, in x's type), d(weight), d(bias)}.
-variable_list backward_impl(AutogradContext* ctx, const at::Tensor& dy) {
+variable_list reference_backward(AutogradContext* ctx, const at::Tensor& dy) {
   const auto saved = ctx->get_saved_variables();
   const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3], &y = saved[4];
   const auto type = mean.scalar_type();
@@ -72,6 +77,40 @@ variable_list backward_impl(AutogradContext* ctx, const at::Tensor& dy) {
   const auto format = x.suggest_memory_format();
   return {dx.to(x.scalar_type()).contiguous(format), dz.to(x.scalar_type()).contiguous(format),
           dweight.to(weight.scalar_type()), dbias.to(weight.scalar_type())};
+}
+
+// The forward of both ops below: cuDNN's fused kernels where they apply (CUDA, training,
+// channels_last fp16/bfloat16; model/fused_bn_cudnn.hpp), else the reference above.
+at::Tensor forward_impl(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual,
+                        const at::Tensor& weight, const at::Tensor& bias, at::Tensor* running_mean,
+                        at::Tensor* running_var, const BnOptions& o) {
+#ifdef HPCTRAIN_WITH_CUDNN
+  if (cudnn_bn::applies(x, residual, weight, o.training)) {
+    const cudnn_bn::Forward f = cudnn_bn::forward(x, residual, weight, bias, *running_mean,
+                                                  *running_var, o.momentum, o.eps);
+    ctx->save_for_backward({x, weight, bias, f.y, f.mean, f.invstd, f.reserve});
+    ctx->saved_data["cudnn"] = true;
+    ctx->saved_data["residual"] = residual.defined();
+    ctx->saved_data["eps"] = o.eps;
+    return f.y;
+  }
+#endif
+  ctx->saved_data["cudnn"] = false;
+  return reference_forward(ctx, x, residual, weight, bias, running_mean, running_var, o);
+}
+
+variable_list backward_impl(AutogradContext* ctx, const at::Tensor& dy) {
+#ifdef HPCTRAIN_WITH_CUDNN
+  if (ctx->saved_data["cudnn"].toBool()) {
+    const auto s = ctx->get_saved_variables();
+    const cudnn_bn::Forward saved{s[3], s[4], s[5], s[6]};
+    const cudnn_bn::Backward b =
+        cudnn_bn::backward(s[0], s[3], dy, ctx->saved_data["residual"].toBool(), s[1], s[2], saved,
+                           ctx->saved_data["eps"].toDouble());
+    return {b.dx, b.dresidual, b.dweight, b.dbias};
+  }
+#endif
+  return reference_backward(ctx, dy);
 }
 
 // Two ops, as an autograd Function takes no undefined tensor among its inputs.
@@ -102,6 +141,16 @@ class BnRelu : public torch::autograd::Function<BnRelu> {
 };
 
 }  // namespace
+
+bool bn_add_relu_on_cudnn(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
+                          bool training) {
+#ifdef HPCTRAIN_WITH_CUDNN
+  return cudnn_bn::applies(x, residual, weight, training);
+#else
+  (void)x, (void)residual, (void)weight, (void)training;
+  return false;
+#endif
+}
 
 at::Tensor bn_add_relu(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
                        const at::Tensor& bias, at::Tensor& running_mean, at::Tensor& running_var,
