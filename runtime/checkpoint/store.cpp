@@ -904,10 +904,8 @@ void Store::check_node_manifest(int64_t step, int node) const {
                                   (parts.empty() ? "" : "; part manifests missing: " + parts) +
                                   ")");
   }
-  std::vector<int> node_of(static_cast<size_t>(world_size_));
-  for (int r = 0; r < world_size_; ++r) node_of[static_cast<size_t>(r)] = layout_->node_of(r);
   try {
-    node_files(text, path, step, node, node_of, kFormatVersion);
+    node_files(text, path, step, node, layout_->node_of_ranks(), kFormatVersion);
   } catch (const BadManifest& bad) {
     HPCTRAIN_THROW(rt::Error, bad.what + " (" + whose + ")");
   }

@@ -72,6 +72,8 @@ class NodeLayout {
   int world_size() const { return static_cast<int>(node_of_rank_.size()); }
   int nodes() const { return static_cast<int>(ranks_.size()); }
   int node_of(int rank) const { return node_of_rank_.at(static_cast<size_t>(rank)); }
+  // node_of() of every rank, by rank.
+  const std::vector<int>& node_of_ranks() const { return node_of_rank_; }
   // Ascending; the first is the node's leader, which merges its part manifests.
   const std::vector<int>& ranks_of(int node) const { return ranks_.at(static_cast<size_t>(node)); }
   int leader(int node) const { return ranks_of(node).front(); }
