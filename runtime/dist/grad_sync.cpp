@@ -176,6 +176,28 @@ void GradSync::launch(Bucket& b) {
   b.work = comm_.all_reduce_async(b.flat);
 }
 
+void GradSync::all_reduce_now() {
+  bool was_enabled = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    was_enabled = enabled_;
+    enabled_ = true;
+    for (auto& b : buckets_) {
+      b.pending = 0;
+      b.work.reset();
+    }
+    for (size_t k = 0; k < params_.size(); ++k) ready_[k] = bucket_of_[k] != SIZE_MAX;
+    next_to_launch_ = 0;
+  }
+  try {
+    finish();
+  } catch (...) {
+    set_enabled(was_enabled);
+    throw;
+  }
+  set_enabled(was_enabled);
+}
+
 void GradSync::finish() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!enabled_) return;

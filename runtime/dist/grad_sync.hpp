@@ -55,6 +55,11 @@ class GradSync {
   // into each parameter's .grad. Throws rt::Error naming parameters that got no gradient.
   void finish();
 
+  // Without backward's hooks (the static step, whose backward may be a CUDA graph's replay, which
+  // runs no hook): all-reduces every bucket now, in index order, and writes the averaged
+  // gradients back, as finish() after a backward does; works whether enabled or not.
+  void all_reduce_now();
+
   // Off: backward's hooks and finish() do nothing and every rank keeps its own gradients (the
   // local steps of local SGD, train/local_sgd.hpp). Call between steps, before prepare().
   void set_enabled(bool enabled);

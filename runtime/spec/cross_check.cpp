@@ -172,7 +172,7 @@ size_t glob_count(const std::string& pattern) {
 // Whether the spec file wrote `key` (not left to its default).
 bool written(const Typedmap& m, const std::string& key) { return !origin_of(m, key).is_default(); }
 
-// Ranks per GPU, fp16 on CPUs, and time left after the preemption warning.
+// Ranks per GPU, fp16 and CUDA graphs on CPUs, and time left after the preemption warning.
 void check_job_shape(const Spec& s, const Typedmap& m, const LoadOptions& options,
                      DiagnosticSink& sink) {
   const auto& j = s.job;
@@ -186,6 +186,11 @@ void check_job_shape(const Spec& s, const Typedmap& m, const LoadOptions& option
     sink.error(origin_of(m, "train.precision"), "train.precision",
                "fp16 with loss scaling is a GPU path and this is a CPU job (gpus_per_node = 0)",
                "use \"bf16\" or \"fp32\" on CPUs");
+  }
+  if (j.gpus_per_node == 0 && s.train.cuda_graphs && !options.allow_gpu_path_on_cpu) {
+    sink.error(origin_of(m, "train.cuda_graphs"), "train.cuda_graphs",
+               "CUDA graphs are a GPU path and this is a CPU job (gpus_per_node = 0)",
+               "remove train.cuda_graphs, or ask for GPUs");
   }
   if (s.preemption.enabled && j.time_seconds > 0 &&
       j.time_seconds <= s.preemption.signal_lead_s + 60) {

@@ -84,6 +84,7 @@ void for_each_key(S& s, F&& f) {
   f("train.batch_size", t.batch_size);
   f("train.precision", t.precision);
   f("train.channels_last", t.channels_last);
+  f("train.cuda_graphs", t.cuda_graphs);
   f("train.tf32", t.tf32);
   f("train.threads", t.threads);
   f("train.seed", t.seed);

@@ -149,6 +149,9 @@ std::vector<Field> make_fields() {
       choice<Precision>("train.precision", "\"fp32\"",
                         "fp16 uses dynamic loss scaling; bf16 needs none."),
       boolean("train.channels_last", "false", "NHWC memory format for convolutions."),
+      boolean("train.cuda_graphs", "false",
+              "GPU jobs: the step with fixed tensor addresses, captured as CUDA graphs and "
+              "replayed."),
       boolean("train.tf32", "true",
               "Allow TF32 matrix math on GPUs (faster fp32 convolutions and matmuls)."),
       integer("train.threads", kOpt, {}, 1, 1024,

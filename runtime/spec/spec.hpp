@@ -89,6 +89,7 @@ struct TrainSpec {
   int64_t batch_size = 0;
   Precision precision = Precision::kFp32;
   bool channels_last = false;
+  bool cuda_graphs = false;  // the static step as CUDA graphs (train/static_step.hpp)
   bool tf32 = false;
   std::optional<int64_t> threads;
   int64_t seed = 0;
@@ -201,6 +202,9 @@ struct LoadOptions {
   bool check_paths = true;  // data files and the worker must exist (submit time)
   // Tests only (the worker's HPCTRAIN_FP16_ON_CPU): fp16 accepted in a CPU job.
   bool allow_fp16_on_cpu = false;
+  // Tests only (the worker's HPCTRAIN_GPU_PATH_ON_CPU): train.cuda_graphs accepted in a CPU job,
+  // where its eager twin runs.
+  bool allow_gpu_path_on_cpu = false;
 };
 
 struct Resolved {

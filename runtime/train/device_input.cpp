@@ -213,7 +213,11 @@ DeviceBatch DeviceInput::finish(Staged& s) {
     // the memory out again before the current stream is done with it.
     c10::cuda::CUDACachingAllocator::recordStream(s.images.storage().data_ptr(), current);
     c10::cuda::CUDACachingAllocator::recordStream(s.labels.storage().data_ptr(), current);
-    out.images = normalise(s.images, scale_bias_, channels_last_);
+    if (raw_) {
+      out.raw = s.images;
+    } else {
+      out.images = train::normalise(s.images, scale_bias_, channels_last_);
+    }
     out.labels = s.labels;
     cuda_->copying.emplace_back(std::move(s.host), std::move(copied));
     return out;
@@ -221,7 +225,26 @@ DeviceBatch DeviceInput::finish(Staged& s) {
 #endif
   // The CPU: the host path's tensors view the batch, which lives until the next step.
   current_ = std::make_unique<data::Batch>(std::move(s.host));
+  if (raw_) {
+    DeviceBatch out;
+    out.epoch = current_->epoch;
+    out.samples = current_->samples;
+    out.raw = host_images(*current_);
+    out.labels = host_labels(*current_);
+    return out;
+  }
   return to_device_batch(*current_, loader_.transform(), device_, channels_last_);
+}
+
+void DeviceInput::set_raw(bool raw) {
+  if (raw && !path_.device) {
+    HPCTRAIN_THROW(rt::Error, "raw batches are the device path's (uint8 input)");
+  }
+  raw_ = raw;
+}
+
+at::Tensor DeviceInput::normalise(const at::Tensor& raw) const {
+  return train::normalise(raw, scale_bias_, channels_last_);
 }
 
 std::optional<DeviceBatch> DeviceInput::next() {

@@ -41,6 +41,10 @@ void configure_loader(data::LoaderConfig& config, const InputPath& path);
 
 struct DeviceBatch {
   at::Tensor images;  // float32 N x C x H x W (channels_last strides when asked), on the device
+  // Raw batches (DeviceInput::set_raw, the static step's): uint8 N x H x W x C on the device, not
+  // normalised (DeviceInput::normalise() does that), and `images` undefined. On the CPU a view of
+  // the loader's buffer, valid until the next batch.
+  at::Tensor raw;
   at::Tensor labels;  // int64 N, on the device
   int64_t epoch = 0;
   std::vector<int64_t> samples;  // global sample indices
@@ -59,6 +63,11 @@ class DeviceInput {
   DeviceInput& operator=(const DeviceInput&) = delete;
 
   void start_epoch(int64_t epoch, int64_t consumed);
+  // The device path: hand out raw uint8 batches, for the caller to normalise (the static step
+  // normalises inside its graph).
+  void set_raw(bool raw);
+  // A raw batch's images normalised as next() would have: float32, channels_last when asked.
+  at::Tensor normalise(const at::Tensor& raw) const;
   // The next batch on the device, or nullopt at the end of the epoch. On CUDA the images may
   // still be arriving: the current stream waits for them, the host does not.
   std::optional<DeviceBatch> next();
@@ -80,6 +89,7 @@ class DeviceInput {
   at::Device device_;
   bool channels_last_;
   InputPath path_;
+  bool raw_ = false;
   data::LoaderState state_;
   std::pair<at::Tensor, at::Tensor> scale_bias_;  // the device path's normalisation, on device_
   // The batch fetched ahead (prefetching): unset before the epoch's first next(), set to an empty

@@ -31,9 +31,9 @@ at::Tensor& FusedStep::step_tensor(const at::Tensor& param) {
 }
 
 void FusedStep::reload_state() {
-  steps_.clear();
   checked_ = false;
   if (!adamw_) return;
+  for (auto& [key, t] : steps_) t.zero_();  // no state restored for it: a fresh count
   for (auto& group : optimizer_.param_groups()) {
     for (auto& p : group.params()) {
       auto it = optimizer_.state().find(p.unsafeGetTensorImpl());
@@ -42,6 +42,12 @@ void FusedStep::reload_state() {
       step_tensor(p).fill_(static_cast<double>(s.step()));
     }
   }
+}
+
+std::vector<at::Tensor> FusedStep::step_counts() const {
+  std::vector<at::Tensor> out;
+  for (const auto& [key, t] : steps_) out.push_back(t);
+  return out;
 }
 
 void FusedStep::flush_state() {
@@ -56,16 +62,80 @@ void FusedStep::flush_state() {
   }
 }
 
-void FusedStep::step(const at::Tensor& found_inf) {
+namespace {
+
+// One parameter group's tensors for the fused kernels.
+struct GroupTensors {
+  std::vector<at::Tensor> params, grads, bufs, exp_avgs, exp_avg_sqs, steps;
+};
+
+// AdamW over a group: with the learning rate as a tensor when `lr` is defined, else the group's.
+void adamw_kernel(GroupTensors& t, const torch::optim::AdamWOptions& o, const at::Tensor& lr,
+                  const std::optional<at::Tensor>& inf) {
+  // As torch.optim's fused path: the counts advance before the kernel, which reads them, and go
+  // back where the step was skipped.
+  at::_foreach_add_(t.steps, 1);
+  const auto [beta1, beta2] = o.betas();
+  if (lr.defined()) {
+    at::_fused_adamw_(t.params, t.grads, t.exp_avgs, t.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, t.steps,
+                      lr, beta1, beta2, o.weight_decay(), o.eps(), /*amsgrad=*/false,
+                      /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+  } else {
+    at::_fused_adamw_(t.params, t.grads, t.exp_avgs, t.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, t.steps,
+                      o.lr(), beta1, beta2, o.weight_decay(), o.eps(), /*amsgrad=*/false,
+                      /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+  }
+  if (inf) {
+    const std::vector<at::Tensor> skipped(t.steps.size(), inf->reshape({}));
+    at::_foreach_sub_(t.steps, skipped);
+  }
+}
+
+void sgd_kernel(GroupTensors& t, const torch::optim::SGDOptions& o, const at::Tensor& lr,
+                const std::optional<at::Tensor>& inf) {
+  if (lr.defined()) {
+    at::_fused_sgd_(t.params, t.grads, t.bufs, o.weight_decay(), o.momentum(), lr, o.dampening(),
+                    o.nesterov(), /*maximize=*/false, /*is_first_step=*/false,
+                    /*grad_scale=*/std::nullopt, inf);
+  } else {
+    at::_fused_sgd_(t.params, t.grads, t.bufs, o.weight_decay(), o.momentum(), o.lr(),
+                    o.dampening(), o.nesterov(), /*maximize=*/false, /*is_first_step=*/false,
+                    /*grad_scale=*/std::nullopt, inf);
+  }
+}
+
+}  // namespace
+
+void FusedStep::check_group(const std::vector<at::Tensor>& params,
+                            const std::vector<at::Tensor>& grads,
+                            const std::vector<at::Tensor>& bufs,
+                            const std::vector<at::Tensor>& exp_avgs,
+                            const std::vector<at::Tensor>& exp_avg_sqs) const {
+  std::vector<std::string> names;
+  for (const auto& p : params) {
+    auto it = names_.find(p.unsafeGetTensorImpl());
+    names.push_back(it != names_.end() ? it->second : "parameter " + std::to_string(names.size()));
+  }
+  if (adamw_) {
+    check_fused_inputs({params, grads, exp_avgs, exp_avg_sqs},
+                       {"parameter", "gradient", "exp_avg", "exp_avg_sq"}, names);
+  } else if (!bufs.empty()) {
+    check_fused_inputs({params, grads, bufs}, {"parameter", "gradient", "momentum_buffer"}, names);
+  } else {
+    check_fused_inputs({params, grads}, {"parameter", "gradient"}, names);
+  }
+}
+
+void FusedStep::step(const at::Tensor& found_inf, const at::Tensor& lr) {
   at::NoGradGuard no_grad;
   const std::optional<at::Tensor> inf =
       found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
   for (auto& group : optimizer_.param_groups()) {
-    std::vector<at::Tensor> params, grads, bufs, exp_avgs, exp_avg_sqs, steps;
+    GroupTensors t;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      params.push_back(p);
-      grads.push_back(p.grad());
+      t.params.push_back(p);
+      t.grads.push_back(p.grad());
       auto& state = optimizer_.state();
       auto it = state.find(p.unsafeGetTensorImpl());
       if (adamw_) {
@@ -77,54 +147,24 @@ void FusedStep::step(const at::Tensor& found_inf) {
           it = state.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
         }
         auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        exp_avgs.push_back(s.exp_avg());
-        exp_avg_sqs.push_back(s.exp_avg_sq());
-        steps.push_back(step_tensor(p));
+        t.exp_avgs.push_back(s.exp_avg());
+        t.exp_avg_sqs.push_back(s.exp_avg_sq());
+        t.steps.push_back(step_tensor(p));
       } else if (static_cast<const torch::optim::SGDOptions&>(group.options()).momentum() != 0) {
         if (it == state.end()) {
           auto s = std::make_unique<torch::optim::SGDParamState>();
           s->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
           it = state.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
         }
-        bufs.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
+        t.bufs.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
       }
     }
-    if (params.empty()) continue;
-    if (!checked_) {
-      std::vector<std::string> names;
-      for (const auto& p : params) {
-        auto it = names_.find(p.unsafeGetTensorImpl());
-        names.push_back(it != names_.end() ? it->second
-                                           : "parameter " + std::to_string(names.size()));
-      }
-      if (adamw_) {
-        check_fused_inputs({params, grads, exp_avgs, exp_avg_sqs},
-                           {"parameter", "gradient", "exp_avg", "exp_avg_sq"}, names);
-      } else if (!bufs.empty()) {
-        check_fused_inputs({params, grads, bufs}, {"parameter", "gradient", "momentum_buffer"},
-                           names);
-      } else {
-        check_fused_inputs({params, grads}, {"parameter", "gradient"}, names);
-      }
-    }
+    if (t.params.empty()) continue;
+    if (!checked_) check_group(t.params, t.grads, t.bufs, t.exp_avgs, t.exp_avg_sqs);
     if (adamw_) {
-      const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
-      // As torch.optim's fused path: the counts advance before the kernel, which reads them,
-      // and go back where the step was skipped.
-      at::_foreach_add_(steps, 1);
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, o.lr(),
-                        std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(),
-                        /*amsgrad=*/false, /*maximize=*/false,
-                        /*grad_scale=*/std::nullopt, inf);
-      if (inf) {
-        const std::vector<at::Tensor> skipped(steps.size(), inf->reshape({}));
-        at::_foreach_sub_(steps, skipped);
-      }
+      adamw_kernel(t, static_cast<const torch::optim::AdamWOptions&>(group.options()), lr, inf);
     } else {
-      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-      at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
-                      o.nesterov(), /*maximize=*/false, /*is_first_step=*/false,
-                      /*grad_scale=*/std::nullopt, inf);
+      sgd_kernel(t, static_cast<const torch::optim::SGDOptions&>(group.options()), lr, inf);
     }
   }
   checked_ = true;

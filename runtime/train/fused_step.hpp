@@ -38,10 +38,16 @@ class FusedStep {
 
   // One step over the parameters with a gradient. found_inf: undefined, or a one-element float32
   // tensor on the parameters' device holding 0 (step) or 1 (skip: parameters and state stay).
-  void step(const at::Tensor& found_inf);
+  // lr: undefined (the groups' own learning rate), or a zero-dim tensor on the parameters' device
+  // that the kernels read there (the static step, train/static_step.hpp: float32 on CUDA).
+  void step(const at::Tensor& found_inf, const at::Tensor& lr = {});
 
   void flush_state();
+  // Reads the step counts back from the optimizer's state into the tensors the kernels use, in
+  // place (their addresses stay: the static step's graphs hold them).
   void reload_state();
+  // AdamW: the step count tensors, one per parameter that has state (in no particular order).
+  std::vector<at::Tensor> step_counts() const;
 
  private:
   torch::optim::Optimizer& optimizer_;
@@ -51,6 +57,10 @@ class FusedStep {
   // AdamW: the step count of each parameter (by TensorImpl, as the optimizer's state is keyed).
   std::vector<std::pair<void*, at::Tensor>> steps_;
   at::Tensor& step_tensor(const at::Tensor& param);
+  // What torch's CUDA kernels require of a group's tensors (train/restore.hpp).
+  void check_group(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                   const std::vector<at::Tensor>& bufs, const std::vector<at::Tensor>& exp_avgs,
+                   const std::vector<at::Tensor>& exp_avg_sqs) const;
 };
 
 // Scales the gradients so their global 2-norm is at most max_norm, as

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
 #include <vector>
 
 namespace hpctrain::train {
@@ -43,6 +44,8 @@ class GradScaler {
   void update(const at::Tensor& found_inf);
 
   double current_scale() const;
+  // The scale and the growth tracker, on the device (updated in place, never re-made).
+  std::pair<at::Tensor, at::Tensor> tensors() const { return {scale_, growth_tracker_}; }
   GradScalerState state() const;
   void load_state(const GradScalerState& state);
 

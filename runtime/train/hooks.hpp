@@ -45,6 +45,9 @@ struct TrainHooks {
   // Silent data corruption: this rank's logits are off by 1e-3 in every step
   // (HPCTRAIN_TEST_FAULTY_RANK).
   std::optional<int64_t> faulty_rank;
+  // A host read planted in the static step's body (HPCTRAIN_TEST_HOST_READ=1): its guard must
+  // stop the run (train/host_reads.hpp).
+  bool host_read_in_step = false;
 };
 
 }  // namespace hpctrain::train

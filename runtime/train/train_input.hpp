@@ -27,6 +27,9 @@ class TrainInput {
   const InputPath& path() const { return path_; }
 
   void start_epoch(int64_t epoch, int64_t consumed) { device_input_->start_epoch(epoch, consumed); }
+  // The device path's raw batches and their normalisation (DeviceInput::set_raw).
+  void set_raw(bool raw) { device_input_->set_raw(raw); }
+  at::Tensor normalise(const at::Tensor& raw) const { return device_input_->normalise(raw); }
   // The batch of the step after `step` completed steps, on the device (traced when asked);
   // nullopt at the end of the epoch.
   std::optional<DeviceBatch> next(int64_t step);

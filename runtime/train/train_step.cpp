@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/error.hpp"
 #include "common/time.hpp"
 #include "dist/progress.hpp"
 #include "spec/spec.hpp"
@@ -23,6 +24,8 @@ TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const Trai
   o.cuda_sync_debug = hooks.cuda_sync_debug;
   o.poison_samples = hooks.poison_samples;
   o.faulty = hooks.faulty_rank == rank;
+  o.cuda_graphs = spec.train.cuda_graphs;
+  o.plant_host_read = hooks.host_read_in_step;
   return o;
 }
 
@@ -47,6 +50,11 @@ TrainStep::TrainStep(const TrainStepOptions& options, std::shared_ptr<model::Cla
       device_path_(device_path),
       agreement_(comm, comm.device()) {
   if (!comm.device().is_cuda()) options_.cuda_sync_debug = 0;
+  if (options_.cuda_graphs && !device_path_) {
+    HPCTRAIN_THROW(rt::Error,
+                   "train.cuda_graphs needs the device path: a GPU job (on the CPU, "
+                   "HPCTRAIN_GPU_PATH_ON_CPU=1 runs the static step's eager twin)");
+  }
   state_ = std::make_unique<TrainingState>(TrainingState{*model_, *parts_.optimizer,
                                                          parts_.params.named, parts_.scaler.get(),
                                                          dataset, parts_.local_sgd.get()});
@@ -55,7 +63,23 @@ TrainStep::TrainStep(const TrainStepOptions& options, std::shared_ptr<model::Cla
 TrainStep::~TrainStep() = default;
 
 void TrainStep::restored() {
-  if (device_path_) fused_ = std::make_unique<FusedStep>(*parts_.optimizer, parts_.params.named);
+  if (!device_path_) return;
+  if (fused_) {
+    fused_->reload_state();
+  } else {
+    fused_ = std::make_unique<FusedStep>(*parts_.optimizer, parts_.params.named);
+  }
+  if (!options_.cuda_graphs) return;
+  if (static_) {
+    static_->restored();
+    return;
+  }
+  auto loss = [this](const at::Tensor& images, const at::Tensor& labels, const at::Tensor& poison) {
+    at::Tensor l = loss_of(images, labels);
+    return poison.defined() ? l * poison : l;
+  };
+  static_ = std::make_unique<StaticStep>(options_, comm_.device(), *model_, parts_, *fused_,
+                                         agreement_, std::move(loss), /*capture=*/true);
 }
 
 void TrainStep::flush() {
@@ -72,6 +96,10 @@ std::optional<StepTaken> TrainStep::run(TrainInput& input, int64_t step,
   // (HPCTRAIN_CUDA_SYNC_DEBUG checks that).
   std::optional<SyncDebugScope> no_sync;
   if (options_.cuda_sync_debug) no_sync.emplace(options_.cuda_sync_debug);
+  if (static_) {
+    input.set_raw(true);
+    return static_->run(input, step, contribute);
+  }
   const auto step_start = Clock::now();
   progress::enter(progress::Phase::kDataWait);
   auto batch = input.next(step);
@@ -121,18 +149,22 @@ at::Tensor TrainStep::forward_backward(const DeviceBatch& batch, int64_t step) {
 
 // The batch's loss under autocast, with the tests' plants (a corrupt sample, a faulty rank).
 at::Tensor TrainStep::forward_loss(const DeviceBatch& batch) {
-  AutocastGuard autocast(comm_.device().type(), options_.precision);
-  const auto ce =
-      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(options_.label_smoothing);
-  at::Tensor logits = model_->forward(batch.images);
-  if (options_.faulty) logits = logits + 1e-3;  // a test's silent data corruption
-  at::Tensor loss = torch::nn::functional::cross_entropy(logits, batch.labels, ce);
+  at::Tensor loss = loss_of(batch.images, batch.labels);
   if (std::find_first_of(batch.samples.begin(), batch.samples.end(),
                          options_.poison_samples.begin(),
                          options_.poison_samples.end()) != batch.samples.end()) {
     loss = loss * std::numeric_limits<double>::quiet_NaN();  // a test's corrupt sample
   }
   return loss;
+}
+
+at::Tensor TrainStep::loss_of(const at::Tensor& images, const at::Tensor& labels) {
+  AutocastGuard autocast(comm_.device().type(), options_.precision);
+  const auto ce =
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(options_.label_smoothing);
+  at::Tensor logits = model_->forward(images);
+  if (options_.faulty) logits = logits + 1e-3;  // a test's silent data corruption
+  return torch::nn::functional::cross_entropy(logits, labels, ce);
 }
 
 std::array<double, 3> TrainStep::witness(const DeviceBatch& batch) {

@@ -4,6 +4,10 @@
 // per-step agreement of the ranks (train/agreement.hpp), and the optimizer's step (skipped on an
 // fp16 overflow any rank saw), then local SGD's averaging when due.
 //
+// With train.cuda_graphs the device path's step is the static step (train/static_step.hpp):
+// its tensors held at fixed addresses, captured as CUDA graphs on a GPU, its eager twin on the
+// CPU.
+//
 // Two paths (train/device_input.hpp): on the host path the agreement is read at once and the
 // step taken on the host's verdict; on the device path nothing in the step waits for the device:
 // the fp16 verdict stays on the device, the fused optimizer skips on it there, and the agreement
@@ -35,6 +39,7 @@
 #include "train/local_sgd.hpp"
 #include "train/optimizer.hpp"
 #include "train/schedule.hpp"
+#include "train/static_step.hpp"
 #include "train/train_input.hpp"
 
 namespace hpctrain::spec {
@@ -50,6 +55,8 @@ struct TrainStepOptions {
   int cuda_sync_debug = 0;  // TrainHooks::cuda_sync_debug (honoured on CUDA devices only)
   std::vector<int64_t> poison_samples;  // TrainHooks::poison_samples
   bool faulty = false;                  // TrainHooks::faulty_rank is this rank
+  bool cuda_graphs = false;      // train.cuda_graphs: the static step (train/static_step.hpp)
+  bool plant_host_read = false;  // TrainHooks::host_read_in_step
 };
 TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
                                               int rank);
@@ -119,10 +126,14 @@ class TrainStep {
   model::Classifier& model() { return *model_; }
   const LocalSgd* local_sgd() const { return parts_.local_sgd.get(); }
   double loss_scale() const { return parts_.scaler ? parts_.scaler->current_scale() : 1.0; }
+  // train.cuda_graphs: the static step, once restored() made it; null otherwise.
+  const StaticStep* static_step() const { return static_.get(); }
 
  private:
   at::Tensor forward_backward(const DeviceBatch& batch, int64_t step);
   at::Tensor forward_loss(const DeviceBatch& batch);
+  // The loss of normalised `images`, with the faulty rank's plant.
+  at::Tensor loss_of(const at::Tensor& images, const at::Tensor& labels);
   Agreed agree_on_host(const Contribute& contribute, int64_t step);
   void agree_on_device(const Contribute& contribute, int64_t step);
 
@@ -134,6 +145,7 @@ class TrainStep {
   std::unique_ptr<TrainingState> state_;
   std::unique_ptr<FusedStep> fused_;  // the device path's, after restored()
   AgreementExchange agreement_;
+  std::unique_ptr<StaticStep> static_;  // train.cuda_graphs, after restored()
 };
 
 }  // namespace hpctrain::train

@@ -224,10 +224,24 @@ class Trainer {
     const int64_t trained = at_.step - at_.first_step - divergence_.skipped_steps;
     result.images_per_s =
         trained > 0 ? static_cast<double>(trained * plan_.global_batch) / result.train_seconds : 0;
+    describe_static_step();
     return stop_.requested ? stopped(result) : finished(result);
   }
 
  private:
+  // train.cuda_graphs: what the static step did, on each rank's output.
+  void describe_static_step() const {
+    const StaticStep* s = train_step_->static_step();
+    if (!s) return;
+    std::cout << "rank " << comm_.rank() << ": static step: "
+              << (s->graphs().capture() ? "CUDA graphs, " + std::to_string(s->graphs().captures()) +
+                                              " segment captures, " +
+                                              std::to_string(s->graphs().replays()) + " replays"
+                                        : std::string("the eager twin (no capture)"))
+              << "; " << s->addresses().size() << " tensors at fixed addresses, checked in "
+              << s->checked_steps() << " steps" << std::endl;
+  }
+
   // Restores the newest checkpoint into the parts, and says what is trained.
   void restore() {
     resumed_ = checkpointer_->restore(train_step_->state());

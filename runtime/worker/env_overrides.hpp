@@ -64,6 +64,9 @@ struct TestPlants {
   // HPCTRAIN_TEST_FAULTY_RANK=RANK: that rank computes wrong results (its logits off by 1e-3), as
   // hardware with silent data corruption would.
   std::optional<int64_t> faulty_rank;
+  // HPCTRAIN_TEST_HOST_READ=1: the static step (train.cuda_graphs) reads its loss on the host
+  // inside its body, which its host-read guard must refuse.
+  bool host_read_in_step = false;
 };
 
 struct EnvOverrides {

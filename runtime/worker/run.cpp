@@ -31,6 +31,7 @@ spec::Spec load_spec(const std::string& file, const TestPlants& test) {
   o.spec_file = file;
   o.check_paths = false;  // the frozen spec was checked at submit time
   o.allow_fp16_on_cpu = test.fp16_on_cpu;
+  o.allow_gpu_path_on_cpu = test.gpu_path_on_cpu;
   return spec::load(o).spec;
 }
 
@@ -152,6 +153,7 @@ train::TrainHooks train_hooks(const TestPlants& test) {
   h.slow_fsync_seconds = test.slow_fsync_seconds.value_or(0);
   h.poison_samples = test.poison_samples;
   h.faulty_rank = test.faulty_rank;
+  h.host_read_in_step = test.host_read_in_step;
   return h;
 }
 

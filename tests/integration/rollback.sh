@@ -11,6 +11,10 @@
 #              and the count live in the checkpoint written right after the rollback
 #   device     both again on the GPU's input path on the CPU with channels_last (the device
 #              path's one-step-late agreement and fused optimizer)
+#   static     both again with train.cuda_graphs: the static step's eager twin (the poison as a
+#              device tensor, state copied back into the static tensors after each rollback's
+#              restore) ends on the device path's weights, bitwise, its addresses checked across
+#              the rollbacks
 #   limit      resilience.max_rollbacks = 1: the second divergence stops every rank with exit 79
 #              and says the run rolled back once already
 #   nowhere    no checkpoint before the divergence: exit 79, saying there is none to roll back to
@@ -85,13 +89,14 @@ check_rolled() {
 # rollback_step NAME K: the step of the run's K-th rollback.
 rollback_step() { jq -r 'select(.kind == "rollback") | .step' "$work/$1/metrics.jsonl" | sed -n "$2p"; }
 
-for path in host device; do
+for path in host device static; do
   env=(HPCTRAIN_TEST_POISON_SAMPLE="$poison")
   keys=()
-  if [[ $path == device ]]; then
+  if [[ $path != host ]]; then
     env+=(HPCTRAIN_GPU_PATH_ON_CPU=1)
     keys=(train.channels_last=true)
   fi
+  [[ $path == static ]] && keys+=(train.cuda_graphs=true)
   spec "rolled-$path" "${keys[@]}"
   for kv in "${env[@]}"; do export "${kv?}"; done
   launch "rolled-$path" 2 "$work/rolled-$path.log"
@@ -101,6 +106,14 @@ for path in host device; do
   rolled_print=$(fingerprint "$work/rolled-$path.log")
   [[ -n $rolled_print && $rolled_print != "$clean_print" ]] ||
     fail "rolled-$path: weights '$rolled_print' (the clean run's: $clean_print)"
+  if [[ $path == device ]]; then
+    device_print=$rolled_print
+  elif [[ $path == static ]]; then
+    [[ $rolled_print == "$device_print" ]] ||
+      fail "rolled-static: weights $rolled_print, the device path's step $device_print"
+    grep -qE "static step: the eager twin .* checked in [1-9][0-9]* steps" \
+      "$work/rolled-$path.log.rank0" || fail "rolled-static: no static step, or no address checked"
+  fi
   echo "rolled-$path: $(grep -h 'rolled back to the checkpoint' "$work/rolled-$path.log.rank0" | sed 's/^\[[^]]*\] //' | cut -c1-200)"
 
   # Stopped between the two rollbacks, resumed: the same weights.

@@ -42,7 +42,8 @@ struct RankResult {
 };
 
 // Runs `steps` training steps on `world` threads; returns what each rank's parameters held.
-std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options) {
+// `now`: backward's hooks off and every bucket all-reduced after it (the static step's way).
+std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options, bool now = false) {
   std::vector<RankResult> results(static_cast<size_t>(world));
   test::on_gloo_ranks(world, [&](GlooCommunicator& comm) {
     const int rank = comm.rank();
@@ -53,6 +54,7 @@ std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options)
       params.push_back(torch::zeros(kShapes[k]).requires_grad_(true));
     }
     GradSync sync(names, params, comm, options);
+    if (now) sync.set_enabled(false);
     RankResult& out = results[static_cast<size_t>(rank)];
     out.layout = sync.bucket_layout();
     for (int step = 0; step < steps; ++step) {
@@ -65,7 +67,12 @@ std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options)
         loss = loss + (params[k].reshape({-1}) * local_grad(rank, k, step)).sum();
       }
       loss.backward();
-      sync.finish();
+      if (now) {
+        sync.all_reduce_now();
+        EXPECT_FALSE(sync.enabled());
+      } else {
+        sync.finish();
+      }
       std::vector<at::Tensor> grads;
       for (auto& p : params) grads.push_back(p.grad().reshape({-1}).clone());
       out.grads.push_back(grads);
@@ -74,8 +81,8 @@ std::vector<RankResult> run_ranks(int world, int steps, GradSyncOptions options)
   return results;
 }
 
-void expect_averaged(int world, int steps, GradSyncOptions options) {
-  const auto results = run_ranks(world, steps, options);
+void expect_averaged(int world, int steps, GradSyncOptions options, bool now = false) {
+  const auto results = run_ranks(world, steps, options, now);
   for (int rank = 0; rank < world; ++rank) {
     const RankResult& r = results[static_cast<size_t>(rank)];
     ASSERT_EQ(r.layout, kLayout) << "the parameters no longer fill several buckets";
@@ -97,6 +104,9 @@ constexpr auto kFp16 = spec::GradCompression::kFp16;
 
 TEST(GradSync, AveragesEveryBucketWhileBackwardRuns) {
   expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, kNone, /*overlap=*/true});
+}
+TEST(GradSync, AllReduceNowAveragesEveryBucketWithoutTheHooks) {
+  expect_averaged(/*world=*/4, /*steps=*/2, {kBucketMb, kNone, /*overlap=*/true}, /*now=*/true);
 }
 
 TEST(GradSync, AveragesEveryBucketAfterBackward) {
