@@ -48,6 +48,9 @@ struct TrainHooks {
   // A host read planted in the static step's body (HPCTRAIN_TEST_HOST_READ=1): its guard must
   // stop the run (train/host_reads.hpp).
   bool host_read_in_step = false;
+  // The static step's eager twin on a GPU too, no capture (HPCTRAIN_TEST_STATIC_EAGER=1): what
+  // the graphs' replay is compared with.
+  bool static_step_eager = false;
 };
 
 }  // namespace hpctrain::train

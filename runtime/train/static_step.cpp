@@ -167,8 +167,12 @@ std::optional<StepTaken> StaticStep::run(TrainInput& input, int64_t step,
                                          const Contribute& contribute) {
   const auto step_start = Clock::now();
   progress::enter(progress::Phase::kDataWait);
+  graphs_.begin_step();
   std::optional<DeviceBatch> batch = input.next(step);
-  if (!batch) return std::nullopt;
+  if (!batch) {
+    graphs_.end_step();
+    return std::nullopt;
+  }
   if (!batch->raw.defined()) {
     HPCTRAIN_THROW(rt::Error, "the static step needs the input's raw batches (set_raw)");
   }
@@ -180,7 +184,7 @@ std::optional<StepTaken> StaticStep::run(TrainInput& input, int64_t step,
   // run's) runs eagerly on its own tensors.
   const bool static_shapes =
       t_.raw.sizes() == batch->raw.sizes() && t_.labels.sizes() == batch->labels.sizes();
-  graphs_.begin_step(static_shapes);
+  graphs_.set_static_shapes(static_shapes);
   StepTaken taken;
   taken.lr = parts_.schedule->lr_at(step);
   const auto [raw, labels] = stage(*batch, taken.lr, static_shapes);

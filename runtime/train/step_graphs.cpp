@@ -75,18 +75,24 @@ StepGraphs::StepGraphs(const at::Device& device, std::vector<std::string> names,
 
 StepGraphs::~StepGraphs() = default;
 
-void StepGraphs::begin_step(bool static_shapes) {
+void StepGraphs::set_static_shapes(bool static_shapes) {
   phase_ = Phase::kEager;
   warming_ = false;
-  if (!capture_) return;
+  if (!capture_ || !static_shapes) return;  // an odd step runs eagerly, off the graphs
 #ifdef HPCTRAIN_WITH_NCCL
-  if (!static_shapes) {
-    // An odd step runs eagerly where the step runs, off the graphs.
-  } else if (warmup_left_ > 0) {
+  if (warmup_left_ > 0) {
     warming_ = true;
   } else {
     phase_ = cuda_->graphs.front() ? Phase::kReplay : Phase::kCapture;
   }
+#endif
+}
+
+void StepGraphs::begin_step() {
+  phase_ = Phase::kEager;
+  warming_ = false;
+  if (!capture_) return;
+#ifdef HPCTRAIN_WITH_NCCL
   // Warm-up and capture on a side stream, as torch's graph capture wants; the replays and the
   // eager work between them follow it there, after everything queued before the step.
   const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(device_.index());
@@ -95,8 +101,6 @@ void StepGraphs::begin_step(bool static_shapes) {
   ready.block(cuda_->side);
   cuda_->caller = caller;
   cuda_->on_side.emplace(cuda_->side);
-#else
-  (void)static_shapes;
 #endif
 }
 

@@ -31,9 +31,12 @@ class StepGraphs {
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
 
-  // Before the step's first work. `static_shapes`: whether its tensors have the shapes the
-  // graphs were (or will be) captured with; a step without runs eagerly.
-  void begin_step(bool static_shapes);
+  // Before the step's first work (on CUDA the step's work moves to the capture stream from here:
+  // the batch too, whose memory the allocator then knows that stream uses).
+  void begin_step();
+  // Once the step's batch is known, before its first segment: whether its tensors have the shapes
+  // the graphs were (or will be) captured with; a step without runs eagerly.
+  void set_static_shapes(bool static_shapes);
   // Segment `i` of the step: run, captured and replayed, or replayed. `body` gets whether it is
   // being captured.
   void run(size_t i, const std::function<void(bool capturing)>& body);

@@ -26,6 +26,7 @@ TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const Trai
   o.faulty = hooks.faulty_rank == rank;
   o.cuda_graphs = spec.train.cuda_graphs;
   o.plant_host_read = hooks.host_read_in_step;
+  o.static_step_eager = hooks.static_step_eager;
   return o;
 }
 
@@ -79,7 +80,8 @@ void TrainStep::restored() {
     return poison.defined() ? l * poison : l;
   };
   static_ = std::make_unique<StaticStep>(options_, comm_.device(), *model_, parts_, *fused_,
-                                         agreement_, std::move(loss), /*capture=*/true);
+                                         agreement_, std::move(loss),
+                                         /*capture=*/!options_.static_step_eager);
 }
 
 void TrainStep::flush() {

@@ -55,8 +55,9 @@ struct TrainStepOptions {
   int cuda_sync_debug = 0;  // TrainHooks::cuda_sync_debug (honoured on CUDA devices only)
   std::vector<int64_t> poison_samples;  // TrainHooks::poison_samples
   bool faulty = false;                  // TrainHooks::faulty_rank is this rank
-  bool cuda_graphs = false;      // train.cuda_graphs: the static step (train/static_step.hpp)
-  bool plant_host_read = false;  // TrainHooks::host_read_in_step
+  bool cuda_graphs = false;        // train.cuda_graphs: the static step (train/static_step.hpp)
+  bool plant_host_read = false;    // TrainHooks::host_read_in_step
+  bool static_step_eager = false;  // TrainHooks::static_step_eager
 };
 TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const TrainHooks& hooks,
                                               int rank);

@@ -115,6 +115,7 @@ EnvOverrides read_env_overrides(const dist::EnvMap& env) {
   o.test.poison_samples = integers_from(env, "HPCTRAIN_TEST_POISON_SAMPLE");
   o.test.faulty_rank = integer_from(env, "HPCTRAIN_TEST_FAULTY_RANK", 0);
   o.test.host_read_in_step = flag(env, "HPCTRAIN_TEST_HOST_READ");
+  o.test.static_step_eager = flag(env, "HPCTRAIN_TEST_STATIC_EAGER");
   return o;
 }
 

@@ -67,6 +67,9 @@ struct TestPlants {
   // HPCTRAIN_TEST_HOST_READ=1: the static step (train.cuda_graphs) reads its loss on the host
   // inside its body, which its host-read guard must refuse.
   bool host_read_in_step = false;
+  // HPCTRAIN_TEST_STATIC_EAGER=1: on a GPU the static step runs its eager twin (no capture), to
+  // compare the graphs' replay with.
+  bool static_step_eager = false;
 };
 
 struct EnvOverrides {

@@ -154,6 +154,7 @@ train::TrainHooks train_hooks(const TestPlants& test) {
   h.poison_samples = test.poison_samples;
   h.faulty_rank = test.faulty_rank;
   h.host_read_in_step = test.host_read_in_step;
+  h.static_step_eager = test.static_step_eager;
   return h;
 }
 

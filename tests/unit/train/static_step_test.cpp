@@ -102,7 +102,8 @@ TEST(StepGraphs, TheTwinRunsEverySegmentEagerlyUnderTheGuard) {
   EXPECT_FALSE(graphs.capture());  // the CPU: the eager twin
   at::Tensor x = torch::zeros({2});
   for (int step = 0; step < 5; ++step) {
-    graphs.begin_step(true);
+    graphs.begin_step();
+    graphs.set_static_shapes(true);
     EXPECT_FALSE(graphs.graphed());
     graphs.run(0, [&](bool capturing) {
       EXPECT_FALSE(capturing);
@@ -114,7 +115,8 @@ TEST(StepGraphs, TheTwinRunsEverySegmentEagerlyUnderTheGuard) {
   EXPECT_EQ(graphs.captures(), 0);
   EXPECT_EQ(graphs.replays(), 0);
   EXPECT_TRUE(torch::equal(x, torch::full({2}, 62.0)));
-  graphs.begin_step(true);
+  graphs.begin_step();
+  graphs.set_static_shapes(true);
   try {
     graphs.run(1, [&](bool) { (void)x.sum().item<float>(); });
     FAIL() << "no error";
@@ -128,7 +130,8 @@ TEST(StepGraphs, TheTwinRunsEverySegmentEagerlyUnderTheGuard) {
 TEST(StepGraphs, AutocastsWeightCacheIsOffInsideASegment) {
   StepGraphs graphs(at::Device(at::kCPU), {"one"}, false, 0);
   const bool before = at::autocast::is_autocast_cache_enabled();
-  graphs.begin_step(true);
+  graphs.begin_step();
+  graphs.set_static_shapes(true);
   graphs.run(0, [&](bool) { EXPECT_FALSE(at::autocast::is_autocast_cache_enabled()); });
   graphs.end_step();
   EXPECT_EQ(at::autocast::is_autocast_cache_enabled(), before);
