@@ -283,7 +283,7 @@ run() {
   else
     log "no $debs/fashion-mnist (an older prepare): the benchmark leaves its jpeg row out"
     note "jpeg data: no $debs/fashion-mnist, jpeg row left out"
-    rows=${rows:-fp16-synthetic fp16-hdf5 bf16-synthetic bf16-hdf5}
+    rows=${rows:-graphs fp16-synthetic bf16-synthetic fp16-fused bf16-fused fp16-hdf5 bf16-hdf5}
   fi
 
   export HPCTRAIN_KEEP_LOGS_DIR=/tmp/hpctrain-gpu-test-logs
@@ -309,7 +309,7 @@ run() {
     else
       note "jpeg data: failed (bench.log); jpeg row left out"
       failed+=(jpeg-data)
-      rows=${rows:-fp16-synthetic fp16-hdf5 bf16-synthetic bf16-hdf5}
+      rows=${rows:-graphs fp16-synthetic bf16-synthetic fp16-fused bf16-fused fp16-hdf5 bf16-hdf5}
     fi
   fi
   local left=$(( budget - (SECONDS - start) ))

@@ -17,6 +17,19 @@
 #   fp16-hdf5, bf16-hdf5
 #                    one HDF5 file of random 224x224 images, augment none: ours through its
 #                    loader; the peer through a pinned DataLoader (peer_train.py gpu)
+#   graphs           one table, for each model of GRAPHS_MODELS (ARCH:SIZE:BATCH; resnet20:32:128
+#                    resnet50:224:256) and precision of GRAPHS_PRECISIONS (fp16 bf16), synthetic
+#                    data: ours with the static step as CUDA graphs and the fused batch norm
+#                    (train.cuda_graphs, model.fused_bn), ours eager (the device path as the
+#                    synthetic rows run it: for resnet50 at 224 and batch 256 their figure when they
+#                    ran first), and the peer on images made once on the GPU, AMP, channels_last,
+#                    fused SGD: eager, torch.compile default and mode="reduce-overhead" (CUDA
+#                    graphs); the compile warm-up (GRAPHS_WARMUP steps, 20) timed apart, default
+#                    first with an empty inductor cache, reduce-overhead after it on that cache.
+#                    Kernels a step, once per model (its first precision): ours, the captured
+#                    graphs' nodes (kernels, copies, memsets; the all-reduces between them are
+#                    not in it); the peer's, the device activities of one profiled step (the
+#                    same kinds). graphs-ARCH runs one model's rows.
 #   compile          (opt-in, not in the default ROWS: an estimated 4-5 minutes on an H200, too
 #                    many beside the default rows in a device session; README) one table, for each
 #                    model of COMPILE_MODELS (ARCH:SIZE:BATCH; resnet20:32:128 resnet50:224:256
@@ -37,8 +50,9 @@
 # made in a temporary directory when unset), TIMES (a file each part's seconds are appended to).
 # PRECISION (fp16): the jpeg and compile rows'. STEPS also sets the compile rows' steps (by
 # default 300 for resnet20, 60 for the others).
-# DEVICE=cpu runs the jpeg and compile rows without a GPU as a smoke test (ARCH, SIZE, BATCH,
-# PRECISION; COMPILE_MODELS with small sizes and batches).
+# DEVICE=cpu runs the jpeg, compile and graphs rows without a GPU as a smoke test (ARCH, SIZE,
+# BATCH, PRECISION; COMPILE_MODELS and GRAPHS_MODELS with small sizes and batches; ours graphs:
+# the static step's eager twin).
 # The tables go to stdout, row by row; what the runs print, to stderr.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -54,7 +68,7 @@ jpeg_steps=${JPEG_STEPS:-100}
 every=${EVERY:-10}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
 threads=${THREADS:-2}
-rows=${ROWS:-jpeg fp16-synthetic fp16-fused fp16-hdf5 bf16-synthetic bf16-fused bf16-hdf5}
+rows=${ROWS:-graphs fp16-synthetic bf16-synthetic fp16-fused bf16-fused jpeg fp16-hdf5 bf16-hdf5}
 device=${DEVICE:-cuda}
 arch=${ARCH:-resnet50}
 size=${SIZE:-224}
@@ -64,6 +78,9 @@ times=${TIMES:-/dev/null}
 compile_models=${COMPILE_MODELS:-resnet20:32:128 resnet50:224:256 alexnet:224:256}
 compile_modes=${COMPILE_MODES:-none default reduce-overhead}
 compile_warmup=${COMPILE_WARMUP:-20}
+graphs_models=${GRAPHS_MODELS:-resnet20:32:128 resnet50:224:256}
+graphs_precisions=${GRAPHS_PRECISIONS:-fp16 bf16}
+graphs_warmup=${GRAPHS_WARMUP:-20}
 gpu_keys=(job.gpus_per_node=1)
 [[ $device == cpu ]] && gpu_keys=()
 
@@ -270,6 +287,133 @@ compile_row() {
   return "$failed"
 }
 
+# graphs_row ARCH SIZE BATCH: for each precision, ours with graphs and the fused batch norm, ours
+# eager, the peer eager and compiled; a table row each.
+graphs_row() {
+  local arch=$1 size=$2 batch=$3 classes=1000 stem=imagenet n=60 samples=5120 failed=0
+  local precision label o_g=0 o_e=0 on rest nodes mode name line p side kernels first=1
+  [[ $arch == resnet20 ]] && classes=10 stem=cifar n=300
+  [[ -n $steps_given ]] && n=$steps
+  if [[ $device == cpu ]]; then
+    samples=$(( batch * 8 ))
+    local -x HPCTRAIN_GPU_PATH_ON_CPU=1  # ours: the static step's eager twin (the smoke test)
+  fi
+  for precision in $graphs_precisions; do
+    label="$arch ${size}x$size b$batch"
+    local keys=(data.synthetic_samples="$samples" data.synthetic_image_size="$size" data.augment=none
+                model.arch="$arch" model.num_classes="$classes" train.batch_size="$batch"
+                train.max_steps="$n" train.precision="$precision")
+    name=ours-g-$arch-$precision
+    if ours_run "$name" "${keys[@]}" train.cuda_graphs=true model.fused_bn=true; then
+      read -r o_g rest on <<<"$(windows "$name")"
+      nodes=$(grep -ohE '[0-9]+ graph nodes a step' "$tmp/$name.log" | head -n 1 | cut -d' ' -f1)
+      grep -q "static step: " "$tmp/$name.log" || { echo "$name: no static step" >&2; failed=1; }
+    else
+      o_g=0 on=0 nodes= failed=1
+    fi
+    [[ $first == 1 ]] || nodes=
+    awk -v l="$label" -v p="$precision" -v o="$o_g" -v on="$on" -v k="${nodes:-}" \
+      -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
+      'BEGIN { printf "| %s | %s | hpctrain, CUDA graphs + fused BN (%d windows) | %.0f | | %s | | %s | %s |\n",
+               l, p, on, o, k, m, r }'
+    # Ours eager: the synthetic row's run when that ran first and is this very run (resnet50,
+    # 224, batch 256).
+    name=ours-$precision-synthetic
+    if [[ ! -f $tmp/$name.rss || $arch != resnet50 || $size != 224 || $batch != 256 ]]; then
+      name=ours-ge-$arch-$precision
+      ours_run "$name" "${keys[@]}" || failed=1
+    fi
+    read -r o_e rest on <<<"$(windows "$name" 2>/dev/null || echo "0 0 0")"
+    awk -v l="$label" -v p="$precision" -v o="$o_e" -v on="$on" -v g="$o_g" \
+      -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
+      'BEGIN { printf "| %s | %s | hpctrain eager (%d windows) | %.0f | %s | | | %s | %s |\n",
+               l, p, on, o, (o > 0 ? sprintf("%.2f", g / o) : "n/a"), m, r }'
+    for mode in none default reduce-overhead; do
+      name=peer-g-$arch-$precision-$mode
+      line=$(TORCHINDUCTOR_CACHE_DIR=$tmp/inductor-$arch-$precision \
+        TRITON_CACHE_DIR=$tmp/inductor-$arch-$precision/triton \
+        peer_run "$name" "$root/bench/train/peer_train.py" synthetic --arch "$arch" \
+        --stem "$stem" --classes "$classes" --size "$size" --batch "$batch" \
+        --precision "$precision" --channels-last --device "$device" --threads "$threads" \
+        --steps "$n" --warmup "$graphs_warmup" --samples "$(( batch * 4 ))" --compile "$mode" \
+        ${first:+--count-kernels}) || { line="images_per_s=0"; failed=1; }
+      p=$(kv images_per_s "$line")
+      kernels=$(kv kernels_per_step "$line")
+      case $mode in none) side="PyTorch eager" ;; *) side="torch.compile $mode" ;; esac
+      side+=$(awk -v g="$(kv graphs "$line")" -v k="$(kv cudagraph_skips "$line")" \
+        'BEGIN { if (g > 1) printf " (graphs: %d)", g; if (k > 0) printf " (CUDA graph skips: %d)", k }')
+      awk -v l="$label" -v pr="$precision" -v s="$side" -v g="$o_g" -v q="$p" -v k="${kernels:-}" \
+        -v w="$(kv compile_s "$line")" -v m="$(gpu_mem "$name")" -v r="$(kv peak_rss_mib "$line")" \
+        'BEGIN { printf "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", l, pr, s, q,
+                 (q > 0 ? sprintf("%.2f", g / q) : "n/a"), k, (w == "" || w == "0.0" ? "" : w),
+                 m, (r == "" ? "n/a" : r) }'
+    done
+    rm -rf "$tmp/inductor-$arch-$precision"
+    first=
+  done
+  return "$failed"
+}
+
+# model_rows KIND ROW FN MODELS: FN ARCH SIZE BATCH for each model of MODELS (ARCH:SIZE:BATCH ...)
+# that ROW (KIND, or KIND-ARCH) names.
+model_rows() {
+  local kind=$1 r=$2 fn=$3 spec m_arch m_size m_batch found= failed=0
+  for spec in $4; do
+    IFS=: read -r m_arch m_size m_batch <<<"$spec"
+    [[ $r == "$kind" || $r == "$kind-$m_arch" ]] || continue
+    found=1
+    "$fn" "$m_arch" "$m_size" "$m_batch" || failed=1
+  done
+  [[ -n $found ]] || { echo "gpu.sh: no model for row $r (${kind^^}_MODELS)" >&2; return 1; }
+  return "$failed"
+}
+
+# table NAME: prints NAME's header when the rows before were another table's.
+table=
+table() {
+  [[ $table == "$1" ]] && return 0
+  table=$1
+  echo
+  case $1 in
+    jpeg)
+      echo "$jpeg_steps steps, $every a window; images/s: median of the windows after the first (overall)"
+      echo
+      echo "| run | hpctrain img/s | torchvision recipe img/s | ratio | peer GPU busy | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
+      echo "|---|---:|---:|---:|---:|---:|---:|"
+      ;;
+    rows)
+      echo "$steps steps; images/s ours: median of the windows after the first; peer: after 10 warm-up steps"
+      echo
+      echo "| precision | data | hpctrain img/s | peer img/s | ratio | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
+      echo "|---|---|---:|---:|---:|---:|---:|"
+      ;;
+    graphs)
+      echo "CUDA graphs: synthetic data (ours: made on the host, through the loader; the peer's: made"
+      echo "once on the GPU), channels_last, fused SGD. images/s ours: median of the $every-step windows"
+      echo "after the first (warm-up and capture are in the first); the peer: the timed steps after"
+      echo "$graphs_warmup warm-up steps (their wall time, compilation and CUDA graph recording"
+      echo "included, is the warm-up column; reduce-overhead's on the inductor cache default left)."
+      echo "\"graphs / side\": ours with CUDA graphs and the fused batch norm over that side. Kernels a"
+      echo "step: ours, the captured graphs' nodes; the peer's, one profiled step's device activities."
+      echo
+      echo "| model | precision | side | img/s | graphs / side | kernels a step | warm-up s | GPU mem MiB | host peak RSS MiB |"
+      echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
+      ;;
+    compile)
+      echo "torch.compile: $jpeg_precision, channels_last, synthetic data (ours: made on the host, through"
+      echo "the loader; the peers': made once on the GPU), fused SGD (ours on GPU). images/s ours: median"
+      echo "of the $every-step windows after the first; peers: the timed steps after $compile_warmup warm-up steps,"
+      echo "whose wall time (compilation and CUDA graph recording included, an empty inductor cache) is"
+      echo "the warm-up column. GPU mem: nvidia-smi's peak (the process); peer allocated: torch's peak."
+      echo "A side that counts graphs had graph breaks or recompiles; one with CUDA graph skips ran"
+      echo "part of its step outside graphs (bench.log says why)."
+      echo
+      echo "| model | side | img/s | ours / side | warm-up s | GPU mem MiB | peer allocated MiB | host peak RSS MiB |"
+      echo "|---|---|---:|---:|---:|---:|---:|---:|"
+      ;;
+  esac
+}
+
 if [[ $device == cpu ]]; then
   gpu="no GPU (DEVICE=cpu smoke test)"
 else
@@ -283,51 +427,24 @@ status=0
 for r in $rows; do
   case $r in
     jpeg)
-      echo
-      echo "$jpeg_steps steps, $every a window; images/s: median of the windows after the first (overall)"
-      echo
-      echo "| run | hpctrain img/s | torchvision recipe img/s | ratio | peer GPU busy | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
-      echo "|---|---:|---:|---:|---:|---:|---:|"
+      table jpeg
       jpeg_row || status=1
       ;;
     fp16-* | bf16-*)
-      if [[ -z ${header_done:-} ]]; then
-        header_done=1
-        echo
-        echo "$steps steps; images/s ours: median of the windows after the first; peer: after 10 warm-up steps"
-        echo
-        echo "| precision | data | hpctrain img/s | peer img/s | ratio | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
-        echo "|---|---|---:|---:|---:|---:|---:|"
-      fi
+      table rows
       if [[ $r == *-fused ]]; then
         fused_row "${r%%-*}" || status=1
       else
         row "${r%%-*}" "${r#*-}" || status=1
       fi
       ;;
+    graphs | graphs-*)
+      table graphs
+      model_rows graphs "$r" graphs_row "$graphs_models" || status=1
+      ;;
     compile | compile-*)
-      if [[ -z ${compile_header_done:-} ]]; then
-        compile_header_done=1
-        echo
-        echo "torch.compile: $jpeg_precision, channels_last, synthetic data (ours: made on the host, through"
-        echo "the loader; the peers': made once on the GPU), fused SGD (ours on GPU). images/s ours: median"
-        echo "of the $every-step windows after the first; peers: the timed steps after $compile_warmup warm-up steps,"
-        echo "whose wall time (compilation and CUDA graph recording included, an empty inductor cache) is"
-        echo "the warm-up column. GPU mem: nvidia-smi's peak (the process); peer allocated: torch's peak."
-        echo "A side that counts graphs had graph breaks or recompiles; one with CUDA graph skips ran"
-        echo "part of its step outside graphs (bench.log says why)."
-        echo
-        echo "| model | side | img/s | ours / side | warm-up s | GPU mem MiB | peer allocated MiB | host peak RSS MiB |"
-        echo "|---|---|---:|---:|---:|---:|---:|---:|"
-      fi
-      found=
-      for spec in $compile_models; do
-        IFS=: read -r c_arch c_size c_batch <<<"$spec"
-        [[ $r == compile || $r == "compile-$c_arch" ]] || continue
-        found=1
-        compile_row "$c_arch" "$c_size" "$c_batch" || status=1
-      done
-      [[ -n $found ]] || { echo "gpu.sh: no model for row $r in COMPILE_MODELS" >&2; status=1; }
+      table compile
+      model_rows compile "$r" compile_row "$compile_models" || status=1
       ;;
     *) echo "gpu.sh: unknown row $r" >&2; status=1 ;;
   esac

@@ -55,6 +55,18 @@ def autocast(precision, device="cpu"):
     return torch.autocast(device, dtype=torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
+def count_kernels(step, k, device, sync):
+    """Step k once more under the profiler: the device activities it launches (kernels, copies,
+    memsets; on a CPU the operators, a smoke test), the figure gpu.sh's graphs rows compare."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        step(k)
+        sync()
+    kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+    return sum(1 for e in prof.events() if e.device_type == kind)
+
+
 def synthetic(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -114,8 +126,10 @@ def synthetic(args):
     sync()
     seconds = time.perf_counter() - t0
     extra = ""
+    if args.count_kernels:
+        extra += f" kernels_per_step={count_kernels(step, args.warmup + args.steps, device, sync)}"
     if recipe:
-        extra = (f" compile={args.compile} compile_s={t0 - t_warm:.1f} warmup={args.warmup}"
+        extra += (f" compile={args.compile} compile_s={t0 - t_warm:.1f} warmup={args.warmup}"
                  f" fused_sgd=1")
         if net is not model:
             # What dynamo compiled (1 graph: no graph break) and whether inductor left any of
@@ -339,6 +353,8 @@ def main():
     p.add_argument("--compile", choices=["none", "default", "reduce-overhead"],
                    help="synthetic: the compile rows' recipe, through torch.compile(mode=...) "
                         "or eager (none); unset: the plain eager peer")
+    p.add_argument("--count-kernels", action="store_true",
+                   help="synthetic: after the timed steps, count one step's kernels (profiler)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--train")
     p.add_argument("--test")

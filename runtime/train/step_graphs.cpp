@@ -8,6 +8,7 @@
 #ifdef HPCTRAIN_WITH_NCCL
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/cuda/Exceptions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -113,7 +114,9 @@ void StepGraphs::run(size_t i, const std::function<void(bool)>& body) {
   auto& graph = cuda_->graphs.at(i);
   if (phase_ == Phase::kCapture) {
     NoAutocastCache no_cache;
-    graph = std::make_unique<at::cuda::CUDAGraph>();
+    // Kept after capture: its nodes are counted (the kernels, copies and memsets a replay
+    // launches), then it is instantiated.
+    graph = std::make_unique<at::cuda::CUDAGraph>(/*keep_graph=*/true);
     graph->capture_begin(cuda_->pool.value_or(at::cuda::MempoolId_t{0, 0}),
                          cudaStreamCaptureModeThreadLocal);
     try {
@@ -127,6 +130,10 @@ void StepGraphs::run(size_t i, const std::function<void(bool)>& body) {
       throw;
     }
     graph->capture_end();
+    size_t nodes = 0;
+    AT_CUDA_CHECK(cudaGraphGetNodes(graph->raw_cuda_graph(), nullptr, &nodes));
+    nodes_ += static_cast<int64_t>(nodes);
+    graph->instantiate();
     if (!cuda_->pool) cuda_->pool = graph->pool();
     ++captures_;
   }
@@ -152,6 +159,7 @@ void StepGraphs::end_step() {
 
 void StepGraphs::recapture() {
   warmup_left_ = warmup_steps_;
+  nodes_ = 0;
 #ifdef HPCTRAIN_WITH_NCCL
   if (cuda_) {
     for (auto& g : cuda_->graphs) g.reset();

@@ -50,6 +50,9 @@ class StepGraphs {
   bool graphed() const { return phase_ != Phase::kEager; }
   int64_t captures() const { return captures_; }
   int64_t replays() const { return replays_; }
+  // The nodes of the captured graphs together (kernels, copies, memsets): what one step launches
+  // inside them; 0 before a capture.
+  int64_t graph_nodes() const { return nodes_; }
 
  private:
   enum class Phase { kEager, kCapture, kReplay };
@@ -61,7 +64,7 @@ class StepGraphs {
   int warmup_left_;
   Phase phase_ = Phase::kEager;
   bool warming_ = false;
-  int64_t captures_ = 0, replays_ = 0;
+  int64_t captures_ = 0, replays_ = 0, nodes_ = 0;
   struct Cuda;
   std::unique_ptr<Cuda> cuda_;
 };

@@ -234,10 +234,12 @@ class Trainer {
     const StaticStep* s = train_step_->static_step();
     if (!s) return;
     std::cout << "rank " << comm_.rank() << ": static step: "
-              << (s->graphs().capture() ? "CUDA graphs, " + std::to_string(s->graphs().captures()) +
-                                              " segment captures, " +
-                                              std::to_string(s->graphs().replays()) + " replays"
-                                        : std::string("the eager twin (no capture)"))
+              << (s->graphs().capture()
+                      ? "CUDA graphs, " + std::to_string(s->graphs().captures()) +
+                            " segment captures, " + std::to_string(s->graphs().replays()) +
+                            " replays, " + std::to_string(s->graphs().graph_nodes()) +
+                            " graph nodes a step"
+                      : std::string("the eager twin (no capture)"))
               << "; " << s->addresses().size() << " tensors at fixed addresses, checked in "
               << s->checked_steps() << " steps" << std::endl;
   }

@@ -87,10 +87,11 @@ graphed() {
   local line
   line=$(grep -h "static step: CUDA graphs" "$work/$1.log.rank0" | tail -n 1)
   echo "$1: ${line#*static step: }"
-  [[ $line =~ ", "([0-9]+)" segment captures, "([0-9]+)" replays;".*"checked in "([0-9]+)" steps" ]] \
+  [[ $line =~ ", "([0-9]+)" segment captures, "([0-9]+)" replays, "([0-9]+)" graph nodes".*"checked in "([0-9]+)" steps" ]] \
     || fail "$1: the static step did not capture CUDA graphs"
-  (( BASH_REMATCH[1] > 0 && BASH_REMATCH[2] > BASH_REMATCH[1] && BASH_REMATCH[3] > 0 )) \
-    || fail "$1: ${BASH_REMATCH[1]} captures, ${BASH_REMATCH[2]} replays, ${BASH_REMATCH[3]} checked steps"
+  (( BASH_REMATCH[1] > 0 && BASH_REMATCH[2] > BASH_REMATCH[1] && BASH_REMATCH[3] > 0 &&
+     BASH_REMATCH[4] > 0 )) \
+    || fail "$1: ${BASH_REMATCH[1]} captures, ${BASH_REMATCH[2]} replays, ${BASH_REMATCH[3]} nodes, ${BASH_REMATCH[4]} checked steps"
 }
 
 describe=$(env -u SLURM_JOB_ID "$worker" --describe-env 2>&1)
