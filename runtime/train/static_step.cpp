@@ -27,6 +27,8 @@ std::string hex(const void* p) {
 
 void StaticAddresses::record(Named addresses) {
   addresses_ = std::move(addresses);
+  pointers_.clear();
+  for (const auto& [name, p] : addresses_) pointers_.push_back(p);
   recorded_ = true;
 }
 
@@ -51,7 +53,6 @@ StaticStep::StaticStep(const TrainStepOptions& options, const at::Device& device
                        AgreementExchange& agreement, LossFn loss, bool capture, int warmup_steps)
     : options_(options),
       device_(device),
-      model_(model),
       parts_(parts),
       fused_(fused),
       agreement_(agreement),
@@ -61,6 +62,10 @@ StaticStep::StaticStep(const TrainStepOptions& options, const at::Device& device
                            : std::vector<std::string>{"forward-backward", "update"},
               capture, warmup_steps),
       warmup_steps_(warmup_steps) {
+  for (const auto& b : model.named_buffers()) buffers_.emplace_back(b.key(), b.value());
+  for (size_t i = 0; i < parts_.params.names.size(); ++i) {
+    if (parts_.params.all[i].requires_grad()) trainable_.push_back(parts_.params.names[i]);
+  }
   // The all-reduce runs between the segments (GradSync::all_reduce_now()), never from backward's
   // hooks: a graph's replay runs no hooks.
   parts_.grad_sync->set_enabled(false);
@@ -121,45 +126,55 @@ void StaticStep::pin() {
   }
 }
 
-StaticAddresses::Named StaticStep::addresses() const {
-  StaticAddresses::Named out;
-  const auto add = [&](const std::string& name, const at::Tensor& t) {
-    if (t.defined()) out.emplace_back(name, t.data_ptr());
+template <typename F>
+void StaticStep::each_static(F&& f) const {
+  const auto add = [&](const at::Tensor& t, const auto& name) {
+    if (t.defined()) f(t, name);
   };
   const auto& names = parts_.params.names;
-  for (size_t i = 0; i < names.size(); ++i) add(names[i], parts_.params.all[i]);
-  for (const auto& b : model_.named_buffers()) add(b.key(), b.value());
+  for (size_t i = 0; i < names.size(); ++i) add(parts_.params.all[i], [&] { return names[i]; });
+  for (const auto& [name, b] : buffers_) add(b, [&] { return name; });
   // The trainable parameters' gradients and optimizer state, named after the parameter.
-  std::vector<std::string> trainable;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (parts_.params.all[i].requires_grad()) trainable.push_back(names[i]);
+  for (size_t i = 0; i < t_.grads.size(); ++i) {
+    add(t_.grads[i], [&] { return trainable_[i] + ".grad"; });
   }
-  for (size_t i = 0; i < t_.grads.size(); ++i) add(trainable[i] + ".grad", t_.grads[i]);
   const auto& params = parts_.params.trainable;
   auto& optimizer = *parts_.optimizer;
   for (size_t i = 0; i < params.size(); ++i) {
     auto it = optimizer.state().find(params[i].unsafeGetTensorImpl());
     if (it == optimizer.state().end()) continue;
     if (const auto* s = dynamic_cast<const torch::optim::AdamWParamState*>(it->second.get())) {
-      add(trainable[i] + ".exp_avg", s->exp_avg());
-      add(trainable[i] + ".exp_avg_sq", s->exp_avg_sq());
+      add(s->exp_avg(), [&] { return trainable_[i] + ".exp_avg"; });
+      add(s->exp_avg_sq(), [&] { return trainable_[i] + ".exp_avg_sq"; });
     } else if (const auto* m = dynamic_cast<const torch::optim::SGDParamState*>(it->second.get())) {
-      add(trainable[i] + ".momentum_buffer", m->momentum_buffer());
+      add(m->momentum_buffer(), [&] { return trainable_[i] + ".momentum_buffer"; });
     }
   }
   const std::vector<at::Tensor> steps = fused_.step_counts();
-  for (size_t i = 0; i < steps.size(); ++i) add("adamw step count " + std::to_string(i), steps[i]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    add(steps[i], [&] { return "adamw step count " + std::to_string(i); });
+  }
   if (parts_.scaler) {
     const auto [scale, tracker] = parts_.scaler->tensors();
-    add("loss scale", scale);
-    add("loss scale growth tracker", tracker);
+    add(scale, [] { return std::string("loss scale"); });
+    add(tracker, [] { return std::string("loss scale growth tracker"); });
   }
-  add("input images", t_.raw);
-  add("input labels", t_.labels);
-  add("poison", t_.poison);
-  add("learning rate", t_.lr);
-  add("agreement", t_.agreement);
-  add("loss", t_.loss);
+  const std::pair<const char*, const at::Tensor*> own[] = {
+      {"input images", &t_.raw}, {"input labels", &t_.labels}, {"poison", &t_.poison},
+      {"learning rate", &t_.lr}, {"agreement", &t_.agreement}, {"loss", &t_.loss}};
+  for (const auto& [name, t] : own) add(*t, [name = name] { return std::string(name); });
+}
+
+StaticAddresses::Named StaticStep::addresses() const {
+  StaticAddresses::Named out;
+  each_static(
+      [&](const at::Tensor& t, const auto& name) { out.emplace_back(name(), t.data_ptr()); });
+  return out;
+}
+
+std::vector<const void*> StaticStep::pointers() const {
+  std::vector<const void*> out;
+  each_static([&](const at::Tensor& t, const auto&) { out.push_back(t.data_ptr()); });
   return out;
 }
 
@@ -194,7 +209,8 @@ std::optional<StepTaken> StaticStep::run(TrainInput& input, int64_t step,
   if (local) local_sgd->start_local_step();
   pin();
   if (record_.recorded()) {
-    record_.verify(addresses());
+    // Names only when something moved: verify() says what.
+    if (!record_.unchanged(pointers())) record_.verify(addresses());
     ++checked_steps_;
   }
   progress::enter(progress::Phase::kForward);

@@ -52,6 +52,8 @@ class StaticAddresses {
   using Named = std::vector<std::pair<std::string, const void*>>;
   bool recorded() const { return recorded_; }
   void record(Named addresses);
+  // Whether `now` holds the recorded addresses, in order (the check of every step: no names).
+  bool unchanged(const std::vector<const void*>& now) const { return now == pointers_; }
   // Throws rt::Error naming the first tensor whose address differs from the recorded one (or
   // that appeared or went).
   void verify(const Named& addresses) const;
@@ -59,6 +61,7 @@ class StaticAddresses {
  private:
   bool recorded_ = false;
   Named addresses_;
+  std::vector<const void*> pointers_;  // addresses_' addresses alone
 };
 
 class StaticStep {
@@ -83,6 +86,8 @@ class StaticStep {
 
   // Every static tensor by name and address.
   StaticAddresses::Named addresses() const;
+  // Their addresses alone, in the same order.
+  std::vector<const void*> pointers() const;
   // Steps whose addresses were checked against the record.
   int64_t checked_steps() const { return checked_steps_; }
   const StepGraphs& graphs() const { return graphs_; }
@@ -99,10 +104,15 @@ class StaticStep {
   void forward_backward(TrainInput& input, const at::Tensor& raw, const at::Tensor& labels);
   void unscale();
   void update();
+  // Calls f(tensor, name) for every defined static tensor, in addresses()' order; `name()` makes
+  // its name, only when asked.
+  template <typename F>
+  void each_static(F&& f) const;
 
   const TrainStepOptions& options_;
   at::Device device_;
-  model::Classifier& model_;
+  std::vector<std::pair<std::string, at::Tensor>> buffers_;  // the model's (updated in place)
+  std::vector<std::string> trainable_;                       // the trainable parameters' names
   StepParts& parts_;
   FusedStep& fused_;
   AgreementExchange& agreement_;
