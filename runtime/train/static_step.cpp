@@ -246,10 +246,8 @@ std::pair<at::Tensor, at::Tensor> StaticStep::stage(const DeviceBatch& batch, do
   t_.lr.fill_(lr);
   if (!options_.poison_samples.empty()) {
     if (!t_.poison.defined()) t_.poison = at::ones({1}, at::TensorOptions().device(device_));
-    const bool poisoned = std::find_first_of(batch.samples.begin(), batch.samples.end(),
-                                             options_.poison_samples.begin(),
-                                             options_.poison_samples.end()) != batch.samples.end();
-    t_.poison.fill_(poisoned ? std::numeric_limits<double>::quiet_NaN() : 1.0);
+    t_.poison.fill_(
+        poisoned(batch, options_.poison_samples) ? std::numeric_limits<double>::quiet_NaN() : 1.0);
   }
   if (!static_shapes) return {batch.raw, batch.labels};
   t_.raw.copy_(batch.raw, /*non_blocking=*/true);

@@ -30,6 +30,11 @@ TrainStepOptions train_step_options_from_spec(const spec::Spec& spec, const Trai
   return o;
 }
 
+bool poisoned(const DeviceBatch& batch, const std::vector<int64_t>& poison_samples) {
+  return std::find_first_of(batch.samples.begin(), batch.samples.end(), poison_samples.begin(),
+                            poison_samples.end()) != batch.samples.end();
+}
+
 ModelParams model_params(model::Classifier& model) {
   ModelParams out;
   for (auto& p : model.named_parameters()) {
@@ -152,9 +157,7 @@ at::Tensor TrainStep::forward_backward(const DeviceBatch& batch, int64_t step) {
 // The batch's loss under autocast, with the tests' plants (a corrupt sample, a faulty rank).
 at::Tensor TrainStep::forward_loss(const DeviceBatch& batch) {
   at::Tensor loss = loss_of(batch.images, batch.labels);
-  if (std::find_first_of(batch.samples.begin(), batch.samples.end(),
-                         options_.poison_samples.begin(),
-                         options_.poison_samples.end()) != batch.samples.end()) {
+  if (poisoned(batch, options_.poison_samples)) {
     loss = loss * std::numeric_limits<double>::quiet_NaN();  // a test's corrupt sample
   }
   return loss;

@@ -71,6 +71,9 @@ struct ModelParams {
 };
 ModelParams model_params(model::Classifier& model);
 
+// Whether `batch` holds one of the samples TrainHooks::poison_samples names (its loss is NaN).
+bool poisoned(const DeviceBatch& batch, const std::vector<int64_t>& poison_samples);
+
 // What the step owns, built from the spec (train/builders.hpp).
 struct StepParts {
   ModelParams params;
