@@ -439,6 +439,7 @@ class Emulation {
       j.hostname = host_of(r, a_.per_node);
       j.store_address = store_address();
       j.timeout = 600s;
+      j.job = "the emulated job";  // checked as the worker's is: one more operation a rank
       if (!a_.underived) {
         // Every rank derives the hosts itself, as the worker does; the emulator keeps one copy.
         if (dist::derive_rank_hosts(slurm_world(r, a_)) != *derived_) {

@@ -238,6 +238,7 @@ class C10dGroup : public ProcessGroup, public Communicator {
     o.world_size = world_.world_size;
     o.hostname = world_.hostname;
     o.store_address = host_ + ":" + std::to_string(port_);
+    o.job = options_.job;
     o.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.rendezvous_timeout);
     auto derived = derive_rank_hosts(world_);
     if (!derived.empty())

@@ -25,6 +25,9 @@ struct JoinOptions {
   std::chrono::seconds collective_timeout{600};
   std::string backend = "gloo";  // gloo | nccl
   int cuda_device = -1;          // for nccl
+  // Which job this is (StoreJoinOptions::job): a rank refuses a rendezvous store that serves
+  // another. Empty: not checked.
+  std::string job;
 };
 // [train] rendezvous_timeout_s and collective_timeout_s; the backend and device are the worker's
 // choice (gloo on CPU, nccl on a GPU).

@@ -18,6 +18,8 @@ using namespace std::chrono_literals;
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 std::string host_key(int rank) { return "host/" + std::to_string(rank); }
 const std::string kArrived = "arrived";
+// The job rank 0 serves and its world size (job_line()), posted before anything else.
+const std::string kJob = "rendezvous/job";
 // Ranks that could not derive the host list.
 const std::string kUnderived = "hosts/underived";
 // The outcome, posted by the last rank to arrive ("ok UNDERIVED TOKEN") or by rank 0 at its
@@ -64,6 +66,45 @@ std::string timeout_verdict(KvStore& store, const StoreJoinOptions& o) {
          "; arrived: " + list_ranks(present, hosts);
 }
 
+std::string job_line(const StoreJoinOptions& o) {
+  return o.job + ", " + std::to_string(o.world_size) + " ranks";
+}
+
+// Rank 0 posts which job its store serves; every other rank reads it before writing anything. A
+// rank of another job (its own rank 0 could not listen on the port this job's holds, or had not
+// yet) would otherwise count itself in here and break both jobs' rendezvous.
+void check_job(KvStore& store, const StoreJoinOptions& o) {
+  if (o.job.empty()) return;
+  const std::string mine = job_line(o);
+  if (o.rank == 0) {
+    store.set(kJob, mine);
+    return;
+  }
+  // Rank 0 posts it as soon as its store exists, before it waits for anyone: the rendezvous
+  // timeout is ample.
+  std::string served;
+  store.set_timeout(o.timeout);
+  try {
+    served = store.get(kJob);
+  } catch (const std::exception& e) {
+    HPCTRAIN_THROW(
+        rt::PeerError,
+        "the rendezvous store at " + o.store_address + " did not say which job it " +
+            "serves within " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(o.timeout).count()) +
+            " s (" + first_line(e.what()) +
+            "): it is not this job's rank 0, or that rank 0 is stuck");
+  }
+  if (served != mine) {
+    HPCTRAIN_THROW(rt::PeerError, "the rendezvous store at " + o.store_address +
+                                      " serves another job (" + served + "), not this rank's (" +
+                                      mine +
+                                      "): that job's rank 0 holds the port, so this job's cannot "
+                                      "listen on it; set MASTER_PORT to a free port. This rank "
+                                      "wrote nothing there");
+  }
+}
+
 }  // namespace
 
 std::string list_ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
@@ -91,11 +132,20 @@ Joined join_on_store(KvStore& store, const StoreJoinOptions& o) {
   const bool derived = o.hosts && static_cast<int>(o.hosts->size()) == o.world_size;
   std::string outcome;
   try {
+    check_job(store, o);
     store.set(host_key(o.rank), o.hostname);
     if (!derived) store.add(kUnderived, 1);
-    if (store.add(kArrived, 1) == o.world_size) {
+    const int64_t arrived = store.add(kArrived, 1);
+    if (arrived == o.world_size) {
       // The last to arrive: every rank has counted itself in (and, before that, itself underived).
       store.set(kOutcome, "ok " + std::to_string(store.add(kUnderived, 0)) + " " + new_token());
+    } else if (arrived > o.world_size) {
+      HPCTRAIN_THROW(rt::PeerError,
+                     "rank " + std::to_string(o.rank) + " arrived at the rendezvous at " +
+                         o.store_address + " as number " + std::to_string(arrived) + " of " +
+                         std::to_string(o.world_size) +
+                         " ranks: two ranks have the same RANK (or a rank of this job started "
+                         "twice); the job cannot go on");
     }
     // A wait on the store's side: no polling whatever the world size.
     store.set_timeout(o.rank == 0 ? o.timeout : o.timeout + kGrace);

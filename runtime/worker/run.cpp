@@ -117,6 +117,19 @@ void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
 // A bad HPCTRAIN_TEST_STALL is refused before the rendezvous, by every rank alike: refused after
 // it, a rank that joined first exited while a peer was still connecting to it, and that peer
 // waited out the rendezvous deadline. (No rank is -1: nothing is planted here.)
+// Which job this rank belongs to, for the rendezvous to refuse a store that serves another
+// (dist/store_join.hpp): what every rank of one job shares and two jobs on one machine do not.
+std::string job_identity(const dist::Launch& launch, const std::optional<spec::Spec>& spec) {
+  std::string id;
+  const auto add = [&](const std::string& part) { id += (id.empty() ? "" : ", ") + part; };
+  const dist::WorldInfo& world = launch.world;
+  if (!world.job_id.empty()) add("Slurm job " + world.job_id + " step " + world.step_id);
+  const auto run = launch.env.find("TORCHELASTIC_RUN_ID");
+  if (run != launch.env.end() && !run->second.empty()) add("torchrun run " + run->second);
+  add(spec ? "run directory " + spec->job.run_dir : std::string("the self test"));
+  return id;
+}
+
 void check_stall_plant(const TestPlants& test) {
   if (test.stall.empty()) return;
   try {
@@ -243,6 +256,7 @@ int run(const Options& options) {
 
   dist::JoinOptions join = spec ? dist::join_options_from_spec(*spec) : dist::JoinOptions{};
   join.backend = backend;
+  join.job = job_identity(launch, spec);
   if (cuda) join.cuda_device = bind_device(world.local_rank, launch.env);
   raise_open_file_limit(world);
   auto group = dist::join(world, launch.env, join);

@@ -23,7 +23,7 @@ problems = []
 def check(ok, what):
     if not ok:
         problems.append(what)
-check(r["startup_ops"] == 3 * n + 2, f"start-up took {r['startup_ops']} store operations, not 3N + 2 = {3 * n + 2}")
+check(r["startup_ops"] == 4 * n + 2, f"start-up took {r['startup_ops']} store operations, not 4N + 2 = {4 * n + 2}")
 check(r["ended_before_the_verdict"] == 0, f"{r['ended_before_the_verdict']} ranks ended before the planted silence")
 check(r["steady_ops_per_s"] < 0.5 * n, f"{r['steady_ops_per_s']:.0f} store operations a second for {n} ranks on {nodes} nodes: not by node")
 v = r["verdict"]

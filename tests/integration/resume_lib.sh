@@ -9,14 +9,9 @@ cleanup() { kill -9 "${pids[@]}" 2>/dev/null; [[ -n ${KEEP_WORK:-} ]] || rm -rf 
 trap cleanup EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../support/synthetic_spec.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../support/port.sh"
 # What fail prints after its message: the end of every rank's log.
 fail_context() { local f; for f in "$work"/*.rank?; do echo "--- $f"; tail -n 8 "$f"; done; }
-# port: a port nobody listens on, below the kernel's ephemeral range (32768 and up), where Gloo's
-# pair listeners and every client socket take theirs: a random port up to 40000 was sometimes taken
-# while other worker tests ran, rank 0 refused to start and rank 1 waited for it.
-port() {
-  comm -23 <(seq 20000 32000) <(ss -Htln | awk '{print $4}' | sed 's/.*://' | sort -u) | shuf -n 1
-}
 # spec NAME [KEY=VALUE...]: a small run on synthetic data, 2 epochs of 32 steps at 2 ranks, a
 # checkpoint every 5 steps; the keys given change it.
 spec() {
@@ -32,7 +27,10 @@ spec() {
 # each rank traces its samples to LOG.trace.rank-R.
 launch() {
   local name=$1 n=$2 log=$3 p r
-  p=$(port)
+  # The last launch's port is not needed any more (its ranks have been waited for).
+  [[ -n ${launch_port_fd:-} ]] && exec {launch_port_fd}>&-
+  reserve_port p || fail "no port for the rendezvous"
+  launch_port_fd=$reserved_port_fd
   pids=()
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \

@@ -10,6 +10,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/../support/fail.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../support/synthetic_spec.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../support/port.sh"
 
 head -c 4096 /dev/urandom > "$dir/damaged.h5"
 cat > "$dir/spec.toml" <<SPEC
@@ -75,7 +76,8 @@ fi
 # ranks of the self test under a soft limit of 20 (too few for the rendezvous alone) and a hard
 # one of 4096 pass; under a hard limit of 60 rank 0 warns (2 ranks ask for 3 x 2 + 64 = 70).
 selftest_pair() {  # selftest_pair SOFT HARD: 2 self-test ranks under those open-file limits; rank 0's output in $dir/st0
-  local port=$((20000 + RANDOM % 20000)) pid
+  local port pid
+  reserve_port port || fail "no port for the self test"
   (ulimit -Sn "$1" && ulimit -Hn "$2" || exit 9; RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
      MASTER_PORT=$port env -u SLURM_JOB_ID "$worker" --selftest --selftest-max-bytes 8 > "$dir/st1" 2>&1) &
   pid=$!
@@ -93,7 +95,7 @@ grep -q 'warning: open files limited to 60 (ulimit -n, hard limit too); rank 0 o
 # Below what joining needs (2 per rank + 18 on rank 0: 22), rank 0 refuses at once, naming the
 # limit (exit 2), instead of dying inside Gloo; rank 1 (a pair per peer and a few: 10) waits for a
 # store that never comes and is ended here.
-port=$((20000 + RANDOM % 20000))
+reserve_port port || fail "no port for the self test"
 (ulimit -Sn 20 && ulimit -Hn 20; RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 \
    MASTER_PORT=$port env -u SLURM_JOB_ID exec "$worker" --selftest --selftest-max-bytes 8 > "$dir/st1" 2>&1) &
 other=$!
@@ -110,7 +112,7 @@ grep -Eq "^\[rank 0/2 $(hostname)\] run\.cpp:[0-9]+: open files are limited to 2
 # whole timeout (1,200 s for the default 600).
 synthetic_spec job.name=no-rank0 job.tasks_per_node=2 job.run_dir="$dir/no-rank0" \
   train.rendezvous_timeout_s=15 "${small[@]}" > "$dir/no-rank0.toml"
-free=$(comm -23 <(seq 20000 32000) <(ss -Htln | awk '{print $4}' | sed 's/.*://' | sort -u) | shuf -n 1)
+reserve_port free || fail "no free port"
 started=$SECONDS
 out=$(RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$free \
         env -u SLURM_JOB_ID timeout 120 "$worker" --spec "$dir/no-rank0.toml" 2>&1)
@@ -122,4 +124,43 @@ grep -Eq "^\[rank 1/2 $(hostname)\] process_group\.cpp:[0-9]+: cannot reach the 
   || fail "no line naming rank 0's address and the deadline: $out"
 # The deadline and process start-up (a few seconds; more on a loaded machine), not twice it.
 (( took < 28 )) || fail "no rank 0: the rank took $took s to give up, its deadline is 15 s"
+# Two jobs on one port (two torchrun jobs given one MASTER_PORT, or a collision of Slurm's derived
+# ports): the second job's rank 0 cannot listen, and its rank 1, which reaches the first job's
+# store, is refused before it writes there; the first job trains to its end untouched.
+for job in a b; do
+  synthetic_spec job.name="job-$job" job.tasks_per_node=2 job.run_dir="$dir/job-$job" \
+    train.rendezvous_timeout_s=60 "${small[@]}" > "$dir/job-$job.toml"
+done
+reserve_port shared || fail "no free port"
+rank() {  # rank JOB R: that job's rank R in the background on the shared port, its log in $dir/JOB.R
+  RANK=$2 WORLD_SIZE=2 LOCAL_RANK=$2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$shared \
+    env -u SLURM_JOB_ID timeout 120 "$worker" --spec "$dir/job-$1.toml" > "$dir/$1.$2" 2>&1 &
+}
+rank a 0
+a0=$!
+deadline=$((SECONDS + 60))
+until ss -Htln "sport = :$shared" | grep -q .; do
+  ((SECONDS < deadline)) || fail "job a's rank 0 did not listen on $shared within 60 s: $(cat "$dir/a.0")"
+  sleep 0.1
+done
+rank b 0
+b0=$!
+rank b 1
+b1=$!
+wait "$b0"; b0_status=$?
+wait "$b1"; b1_status=$?
+echo "job b on job a's port: rank 0 exit $b0_status, rank 1 exit $b1_status"
+cat "$dir/b.0" "$dir/b.1"
+[[ $b0_status == 1 ]] || fail "job b's rank 0 exited $b0_status, want 1"
+grep -q "rank 0 cannot listen for the rendezvous on .*:$shared (MASTER_PORT): port $shared is taken" "$dir/b.0" \
+  || fail "job b's rank 0 did not say its port is taken"
+[[ $b1_status == 1 ]] || fail "job b's rank 1 exited $b1_status, want 1"
+grep -Eq "^\[rank 1/2 $(hostname)\] store_join\.cpp:[0-9]+: the rendezvous store at 127\.0\.0\.1:$shared serves another job \(run directory $dir/job-a, 2 ranks\), not this rank's \(run directory $dir/job-b, 2 ranks\): .*set MASTER_PORT to a free port\. This rank wrote nothing there" "$dir/b.1" \
+  || fail "job b's rank 1 did not refuse job a's store"
+rank a 1
+a1=$!
+wait "$a0"; a0_status=$?
+wait "$a1"; a1_status=$?
+[[ "$a0_status $a1_status" == "0 0" ]] || fail "job a, after job b's ranks tried its port, exited '$a0_status $a1_status': $(tail -n 5 "$dir/a.0" "$dir/a.1")"
+grep -q "final weights fnv1a64" "$dir/a.0" || fail "job a did not train to its end: $(tail -n 5 "$dir/a.0")"
 echo "worker bad-input checks passed"

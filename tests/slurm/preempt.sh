@@ -48,7 +48,7 @@ tracked=
 if [[ -n ${PYTHON:-} ]] && "$PYTHON" -c 'import mlflow' 2> /dev/null; then
   source "$here/../support/mlflow.sh"
   tracked=1
-  mlflow_port=$((20000 + RANDOM % 40000))
+  reserve_port mlflow_port || fail "no port for the mlflow server"
   trap 'stop_mlflow; cleanup' EXIT
 fi
 spec straight

@@ -9,6 +9,7 @@
 #     while the server starts (about 20 s here).
 #   stop_mlflow   stops it (TERM, then KILL after 10 s) and waits; for the EXIT trap as well.
 #   mlflow_log    the end of the server's log, for a failure's context.
+source "$(dirname "${BASH_SOURCE[0]}")/port.sh"
 mlflow_pid= mlflow_port= mlflow_uri= mlflow_dir=
 
 start_mlflow() {
@@ -23,7 +24,11 @@ launch_mlflow() {
     echo "SKIP: $python has no mlflow (scripts/python-requirements.txt)"
     exit 77
   }
-  mlflow_port=${port:-$((20000 + RANDOM % 40000))}
+  if [[ -n $port ]]; then
+    mlflow_port=$port
+  else
+    reserve_port mlflow_port || fail "no port for the mlflow server"
+  fi
   mlflow_uri=http://127.0.0.1:$mlflow_port
   mkdir -p "$mlflow_dir/artifacts"
   # Its own process group, so that stop_mlflow ends uvicorn's workers with it.

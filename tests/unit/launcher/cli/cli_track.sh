@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 fail_context() { mlflow_log; }
 
-port=$((20000 + RANDOM % 40000))
+reserve_port port || fail "no port for the mlflow server"
 uri=http://127.0.0.1:$port
 experiment="cli track's \"quoted\" experiment"
 run=$tmp/run

@@ -38,7 +38,8 @@ source "$(dirname "$0")/../../../support/expect.sh"
 work=$(mktemp -d)
 listeners=()
 trap 'kill "${listeners[@]}" 2>/dev/null; rm -rf "$work"' EXIT
-port=$((30000 + RANDOM % 20000))
+source "$(dirname "$0")/../../../support/port.sh"
+reserve_port port || { echo "FAIL: no port for the stand-in slurmd"; exit 1; }
 mkdir -p "$work/bin"
 
 # "slurmd" on ADDRESS: accepts and closes connections until killed.
