@@ -8,12 +8,12 @@ set -uo pipefail
 check=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; kill $(jobs -p) 2>/dev/null' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/../support/port.sh"
 
 run_world() {  # run_world N OUT [ARGS...]
   local n=$1 out=$2; shift 2
   local port pids=() status=0
-  port=$(free_port)
+  reserve_port port || { echo "FAIL: no port for the rendezvous"; return 1; }
   for ((r = 0; r < n; r++)); do
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r LOCAL_WORLD_SIZE=$n MASTER_ADDR=127.0.0.1 \
       MASTER_PORT=$port timeout 120 "$check" --out "$out" "$@" &

@@ -6,6 +6,7 @@
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
 source "$here/worker_lib.sh"
+source "$here/../support/port.sh"
 margin=15
 host=$(hostname -s)
 
@@ -59,7 +60,7 @@ echo "rank 2 killed under --kill-on-bad-exit=1: step ended in ${t}s"
 
 # Only 2 of 3 ranks start (torchrun's variables, so nothing else launches rank 2).
 spec=$(worker_spec 1 3 8 20)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+reserve_port port || fail "no port for the rendezvous"
 started=$SECONDS
 pids=()
 for r in 0 1; do
