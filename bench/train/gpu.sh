@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU training benchmark (run by scripts/gpu-check.sh on a machine with an NVIDIA GPU): one
 # rank, torchvision's ResNet-50, batch 256, channels_last; hpctrain-worker against a PyTorch peer
-# on the same GPU in the same run (bench/train/README.md, "GPU"). Rows (ROWS, in this order):
+# on the same GPU in the same run (bench/train/README.md, "GPU"). Rows (ROWS; by default graphs
+# then jpeg, what the GPU acceptance measures; the others for a second call):
 #   jpeg             fp16, random-resized-crop 224 + flip, on bench/data/jpeg/make_jpegs.py's set
 #                    (6,144 images, bench/train/jpeg_data.sh) as format v2 shards: ours through
 #                    its loader threads; the peer is torchvision's ImageNet recipe (peer_jpeg.py:
@@ -29,7 +30,10 @@
 #                    Kernels a step, once per model (its first precision): ours, the captured
 #                    graphs' nodes (kernels, copies, memsets; the all-reduces between them are
 #                    not in it); the peer's, the device activities of one profiled step (the
-#                    same kinds). graphs-ARCH runs one model's rows.
+#                    same kinds). graphs-ARCH runs one model's rows. With PEER_CACHE=DIR the
+#                    peer compiles on the caches `gpu.sh --prewarm DIR` made ahead (DIR/ARCH-
+#                    PRECISION, kept): the warm-up column is then a warm start's, with prewarm's
+#                    cold one (DIR/cold.txt) beside it.
 #   compile          (opt-in, not in the default ROWS: an estimated 4-5 minutes on an H200, too
 #                    many beside the default rows in a device session; README) one table, for each
 #                    model of COMPILE_MODELS (ARCH:SIZE:BATCH; resnet20:32:128 resnet50:224:256
@@ -46,6 +50,13 @@
 # their time ("overall") and the peer's GPU busy share (CUDA events; README says why not
 # nvidia-smi's utilisation).
 #   bench/train/gpu.sh BUILD_DIR
+#   bench/train/gpu.sh --prewarm DIR   the graphs rows' peer, compiled ahead (no build needed):
+#                    for each model and precision, side by side, torch.compile default then
+#                    reduce-overhead, 3 warm-up steps and one more (CUDA graph trees record on the
+#                    second call and replay from the third), into DIR/ARCH-PRECISION (inductor's and
+#                    Triton's caches); each one's warm-up seconds (compilation included: default's
+#                    on an empty cache) to DIR/cold.txt as "ARCH PRECISION MODE SECONDS".
+#                    scripts/gpu-check.sh runs it in the background while it builds and tests.
 # STEPS (60), JPEG_STEPS (100), EVERY (10: steps a window), WORKERS (nproc - 2), THREADS (2), JPEG_DIR (jpeg_data.sh's DIR;
 # made in a temporary directory when unset), TIMES (a file each part's seconds are appended to).
 # PRECISION (fp16): the jpeg and compile rows'. STEPS also sets the compile rows' steps (by
@@ -56,7 +67,13 @@
 # The tables go to stdout, row by row; what the runs print, to stderr.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=$(cd "${1:?usage: gpu.sh BUILD_DIR}" && pwd)
+prewarm=
+if [[ ${1:-} == --prewarm ]]; then
+  prewarm=$(mkdir -p "${2:?usage: gpu.sh --prewarm DIR}" && cd "$2" && pwd)
+else
+  build=$(cd "${1:?usage: gpu.sh BUILD_DIR | gpu.sh --prewarm DIR}" && pwd)
+fi
+peer_cache=${PEER_CACHE:-}
 python=${PYTHON:-$(command -v python3)}
 tmp=$(mktemp -d)
 sampler=
@@ -68,7 +85,7 @@ jpeg_steps=${JPEG_STEPS:-100}
 every=${EVERY:-10}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
 threads=${THREADS:-2}
-rows=${ROWS:-graphs fp16-synthetic bf16-synthetic fp16-fused bf16-fused jpeg fp16-hdf5 bf16-hdf5}
+rows=${ROWS:-graphs jpeg}
 device=${DEVICE:-cuda}
 arch=${ARCH:-resnet50}
 size=${SIZE:-224}
@@ -287,11 +304,61 @@ compile_row() {
   return "$failed"
 }
 
+# graphs_peer_args ARCH SIZE BATCH PRECISION MODE STEPS WARMUP: peer_train.py and its arguments
+# for a graphs row's peer (the CIFAR ResNets with their own stem and 10 classes), in the array
+# peer_args.
+graphs_peer_args() {
+  local arch=$1 classes=1000 stem=imagenet
+  [[ $arch == resnet20 ]] && classes=10 stem=cifar
+  peer_args=("$root/bench/train/peer_train.py" synthetic --arch "$arch" --stem "$stem"
+             --classes "$classes" --size "$2" --batch "$3" --precision "$4" --channels-last
+             --device "$device" --threads "$threads" --steps "$6" --warmup "$7"
+             --samples "$(( $3 * 4 ))" --compile "$5")
+}
+
+# prewarm_chain ARCH SIZE BATCH PRECISION: default, then reduce-overhead on its cache.
+prewarm_chain() {
+  local arch=$1 precision=$4 mode line t0 cache=$prewarm/$1-$4
+  for mode in default reduce-overhead; do
+    graphs_peer_args "$arch" "$2" "$3" "$precision" "$mode" 1 3
+    t0=$SECONDS
+    if line=$(TORCHINDUCTOR_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache/triton \
+              "$python" "${peer_args[@]}" 2> "$cache.$mode.log" | tail -n 1) \
+       && [[ $line == *compile_s=* ]]; then
+      echo "$arch $precision $mode $(kv compile_s "$line")" >> "$prewarm/cold.txt"
+      echo "prewarm $arch $precision $mode: $((SECONDS - t0)) s; $line" >&2
+    else
+      echo "prewarm $arch $precision $mode: FAILED after $((SECONDS - t0)) s; its stderr's end:" >&2
+      tail -n 20 "$cache.$mode.log" >&2
+      return 1
+    fi
+  done
+}
+
+# prewarm_peers: gpu.sh --prewarm DIR (the header says what): a chain for each model and
+# precision, side by side (dynamo and AOTAutograd are one Python thread each; the cores are many).
+prewarm_peers() {
+  local spec arch size batch precision status=0 pid
+  local -a chains=()
+  rm -f "$prewarm/cold.txt"
+  for spec in $graphs_models; do
+    IFS=: read -r arch size batch <<<"$spec"
+    for precision in $graphs_precisions; do
+      mkdir -p "$prewarm/$arch-$precision"
+      prewarm_chain "$arch" "$size" "$batch" "$precision" &
+      chains+=($!)
+    done
+  done
+  for pid in "${chains[@]}"; do wait "$pid" || status=1; done
+  return "$status"
+}
+
 # graphs_row ARCH SIZE BATCH: for each precision, ours with graphs and the fused batch norm, ours
 # eager, the peer eager and compiled; a table row each.
 graphs_row() {
   local arch=$1 size=$2 batch=$3 classes=1000 stem=imagenet n=60 samples=5120 failed=0
-  local precision label o_g=0 o_e=0 on rest nodes mode name line p side kernels first=1
+  local precision label o_g=0 o_e=0 on rest nodes mode name line p side kernels first=1 cache
+  local cold
   [[ $arch == resnet20 ]] && classes=10 stem=cifar n=300
   [[ -n $steps_given ]] && n=$steps
   if [[ $device == cpu ]]; then
@@ -328,27 +395,30 @@ graphs_row() {
       -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
       'BEGIN { printf "| %s | %s | hpctrain eager (%d windows) | %.0f | %s | | | %s | %s |\n",
                l, p, on, o, (o > 0 ? sprintf("%.2f", g / o) : "n/a"), m, r }'
+    cache=$tmp/inductor-$arch-$precision
+    [[ -n $peer_cache ]] && cache=$peer_cache/$arch-$precision
     for mode in none default reduce-overhead; do
       name=peer-g-$arch-$precision-$mode
-      line=$(TORCHINDUCTOR_CACHE_DIR=$tmp/inductor-$arch-$precision \
-        TRITON_CACHE_DIR=$tmp/inductor-$arch-$precision/triton \
-        peer_run "$name" "$root/bench/train/peer_train.py" synthetic --arch "$arch" \
-        --stem "$stem" --classes "$classes" --size "$size" --batch "$batch" \
-        --precision "$precision" --channels-last --device "$device" --threads "$threads" \
-        --steps "$n" --warmup "$graphs_warmup" --samples "$(( batch * 4 ))" --compile "$mode" \
-        ${first:+--count-kernels}) || { line="images_per_s=0"; failed=1; }
+      graphs_peer_args "$arch" "$size" "$batch" "$precision" "$mode" "$n" "$graphs_warmup"
+      line=$(TORCHINDUCTOR_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache/triton \
+        peer_run "$name" "${peer_args[@]}" ${first:+--count-kernels}) \
+        || { line="images_per_s=0"; failed=1; }
+      cold=
+      [[ -n $peer_cache ]] && cold=$(awk -v a="$arch" -v p="$precision" -v m="$mode" \
+        '$1 == a && $2 == p && $3 == m { c = $4 } END { print c }' "$peer_cache/cold.txt" 2>/dev/null)
       p=$(kv images_per_s "$line")
       kernels=$(kv kernels_per_step "$line")
       case $mode in none) side="PyTorch eager" ;; *) side="torch.compile $mode" ;; esac
       side+=$(awk -v g="$(kv graphs "$line")" -v k="$(kv cudagraph_skips "$line")" \
         'BEGIN { if (g > 1) printf " (graphs: %d)", g; if (k > 0) printf " (CUDA graph skips: %d)", k }')
       awk -v l="$label" -v pr="$precision" -v s="$side" -v g="$o_g" -v q="$p" -v k="${kernels:-}" \
-        -v w="$(kv compile_s "$line")" -v m="$(gpu_mem "$name")" -v r="$(kv peak_rss_mib "$line")" \
-        'BEGIN { printf "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", l, pr, s, q,
-                 (q > 0 ? sprintf("%.2f", g / q) : "n/a"), k, (w == "" || w == "0.0" ? "" : w),
-                 m, (r == "" ? "n/a" : r) }'
+        -v w="$(kv compile_s "$line")" -v c="$cold" -v m="$(gpu_mem "$name")" \
+        -v r="$(kv peak_rss_mib "$line")" \
+        'BEGIN { if (w == "0.0") w = ""; if (c != "") w = w " (cold " c ")"
+                 printf "| %s | %s | %s | %.0f | %s | %s | %s | %s | %s |\n", l, pr, s, q,
+                 (q > 0 ? sprintf("%.2f", g / q) : "n/a"), k, w, m, (r == "" ? "n/a" : r) }'
     done
-    rm -rf "$tmp/inductor-$arch-$precision"
+    [[ -n $peer_cache ]] || rm -rf "$cache"
     first=
   done
   return "$failed"
@@ -392,7 +462,14 @@ table() {
       echo "once on the GPU), channels_last, fused SGD. images/s ours: median of the $every-step windows"
       echo "after the first (warm-up and capture are in the first); the peer: the timed steps after"
       echo "$graphs_warmup warm-up steps (their wall time, compilation and CUDA graph recording"
-      echo "included, is the warm-up column; reduce-overhead's on the inductor cache default left)."
+      if [[ -n $peer_cache ]]; then
+        echo "included, is the warm-up column: on inductor caches made ahead by gpu.sh --prewarm, a"
+        echo "warm start's; in brackets the prewarm's 3 warm-up steps, compilation included, on an"
+        echo "empty cache for default and on default's for reduce-overhead, the four model/precision"
+        echo "chains side by side while the build and the tests ran)."
+      else
+        echo "included, is the warm-up column; reduce-overhead's on the inductor cache default left)."
+      fi
       echo "\"graphs / side\": ours with CUDA graphs and the fused batch norm over that side. Kernels a"
       echo "step: ours, the captured graphs' nodes; the peer's, one profiled step's device activities."
       echo
@@ -414,6 +491,10 @@ table() {
   esac
 }
 
+if [[ -n $prewarm ]]; then
+  prewarm_peers
+  exit
+fi
 if [[ $device == cpu ]]; then
   gpu="no GPU (DEVICE=cpu smoke test)"
 else

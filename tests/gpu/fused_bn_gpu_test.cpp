@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 
@@ -154,8 +156,31 @@ TEST(FusedBnGpu, ResNetStepWithFusedBnMatchesTorchsModules) {
 }  // namespace
 }  // namespace hpctrain::model
 
+namespace {
+
+// As tests/gpu/gpu_lib.sh rules: where `nvidia-smi -L` lists a GPU, a test that cannot use CUDA
+// fails (a skip there would hide the breakage it is for); only where none is listed does it skip.
+bool gpu_listed() {
+  FILE* smi = ::popen("nvidia-smi -L 2>/dev/null", "r");
+  if (smi == nullptr) return false;
+  char line[512];
+  bool listed = false;
+  while (std::fgets(line, sizeof line, smi) != nullptr) {
+    listed = listed || std::strncmp(line, "GPU ", 4) == 0;
+  }
+  ::pclose(smi);
+  return listed;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (!torch::cuda::is_available()) {
+    if (gpu_listed()) {
+      std::cout << "FAIL: fused_bn_gpu_tests: nvidia-smi lists a GPU but torch sees no CUDA "
+                   "device (a CPU build of torch, or a driver too old for it)\n";
+      return 1;
+    }
     std::cout << "fused_bn_gpu_tests: no CUDA device: skipped\n";
     return 77;
   }
