@@ -5,8 +5,11 @@
 # then jpeg, what the GPU acceptance measures; the others for a second call):
 #   jpeg             fp16, random-resized-crop 224 + flip, on bench/data/jpeg/make_jpegs.py's set
 #                    (6,144 images, bench/train/jpeg_data.sh) as format v2 shards: ours through
-#                    its loader threads; the peer is torchvision's ImageNet recipe (peer_jpeg.py:
-#                    ImageFolder + PIL in a DataLoader with as many workers as our loader threads)
+#                    its loader threads, each count of JPEG_WORKERS (6 4 3 2) from the most down
+#                    until it falls 5% below the first (the fewest that keep the GPU busy), and its
+#                    rate over ours' eager synthetic figure of this run; the peer is torchvision's
+#                    ImageNet recipe (peer_jpeg.py: ImageFolder + PIL in a DataLoader with the first
+#                    count's workers)
 #   fp16-synthetic, bf16-synthetic
 #                    ours: data.synthetic (made on the host, through the loader and the device
 #                    input path); the peer: random images made once on the GPU (no input path at
@@ -57,7 +60,8 @@
 #                    Triton's caches); each one's warm-up seconds (compilation included: default's
 #                    on an empty cache) to DIR/cold.txt as "ARCH PRECISION MODE SECONDS".
 #                    scripts/gpu-check.sh runs it in the background while it builds and tests.
-# STEPS (60), JPEG_STEPS (100), EVERY (10: steps a window), WORKERS (nproc - 2), THREADS (2), JPEG_DIR (jpeg_data.sh's DIR;
+# STEPS (60), JPEG_STEPS (100), JPEG_WORKERS (6 4 3 2), EVERY (10: steps a window), WORKERS (nproc - 2),
+# THREADS (2), JPEG_DIR (jpeg_data.sh's DIR;
 # made in a temporary directory when unset), TIMES (a file each part's seconds are appended to).
 # PRECISION (fp16): the jpeg and compile rows'. STEPS also sets the compile rows' steps (by
 # default 300 for resnet20, 60 for the others).
@@ -82,6 +86,7 @@ source "$root/tests/support/synthetic_spec.sh"
 steps=${STEPS:-60}
 steps_given=${STEPS:+1}
 jpeg_steps=${JPEG_STEPS:-100}
+jpeg_workers=${JPEG_WORKERS:-6 4 3 2}
 every=${EVERY:-10}
 workers=${WORKERS:-$(( $(nproc) - 2 ))}
 threads=${THREADS:-2}
@@ -161,37 +166,70 @@ peer_run() {
 }
 kv() { grep -oE "(^| )$1=[^ ]+" <<<"$2" | head -n 1 | cut -d= -f2; }
 
+# synthetic_reference: ours' eager figure on synthetic data with the jpeg row's model, size, batch
+# and precision when a row of this run measured it (the graphs table's "hpctrain eager", or the
+# synthetic row); empty otherwise. The jpeg row over it says whether its loader kept the GPU busy.
+synthetic_reference() {
+  local name
+  for name in "ours-ge-$arch-$jpeg_precision" "ours-$jpeg_precision-synthetic"; do
+    [[ $name == ours-ge-* && ! " $graphs_models " == *" $arch:$size:$batch "* ]] && continue
+    [[ $name == ours-*-synthetic && ($arch != resnet50 || $size != 224 || $batch != 256) ]] \
+      && continue
+    [[ -f $tmp/run-$name/metrics.jsonl ]] || continue
+    windows "$name" | cut -d' ' -f1
+    return 0
+  done
+}
+
+# jpeg_row: the peer (torchvision's recipe) with as many DataLoader workers as the first count of
+# JPEG_WORKERS, then ours with each count in turn, from the most down, until its rate falls more
+# than 5% below the first's: the fewest loader threads that keep the GPU as busy. A row each.
 jpeg_row() {
   local dir=${JPEG_DIR:-$tmp/jpeg} t0=$SECONDS
   if [[ ! -d $dir/v2 ]]; then
     "$root/bench/train/jpeg_data.sh" "$build" "$dir" >&2 || { echo "| jpeg data failed |"; return 1; }
     took "jpeg data" "$t0"
   fi
-  local o_med o_all o_n p line failed=0
-  if ours_run ours-jpeg -data.synthetic data.train="$dir/v2/train-*.h5" \
-       data.augment=random_resized_crop data.image_size="$size" model.num_classes=10 \
-       train.max_steps="$jpeg_steps" train.precision="$jpeg_precision"; then
-    read -r o_med o_all o_n <<<"$(windows ours-jpeg)"
-  else
-    o_med=0 o_all=0 o_n=0 failed=1
-  fi
-  local o_mem o_rss
-  o_mem=$(gpu_mem ours-jpeg) o_rss=$(cat "$tmp/ours-jpeg.rss" 2>/dev/null || echo n/a)
-  (( o_n >= 3 )) || echo "ours-jpeg: only $o_n log windows after the first (want >= 3)" >&2
+  local -a counts=($jpeg_workers)
+  local top=${counts[0]} w name o_med o_all o_n line p label failed=0 first=1 best=0 fewest=
+  local reference peer_cols
   line=$(peer_run peer-jpeg "$root/bench/train/peer_jpeg.py" "$dir/images" --arch "$arch" \
     --size "$size" --batch "$batch" --precision "$jpeg_precision" --channels-last \
-    --workers "$workers" --threads "$threads" --steps "$jpeg_steps" --log-every "$every" \
+    --workers "$top" --threads "$threads" --steps "$jpeg_steps" --log-every "$every" \
     --device "$device") \
     || { line="images_per_s=0 images_per_s_overall=0 windows=0 gpu_busy=n/a peak_rss_mib=n/a"; failed=1; }
   p=$(kv images_per_s "$line")
-  local label
+  reference=$(synthetic_reference)
   label="$jpeg_precision RRC $size, $(find "$dir/images" -name '*.JPEG' | wc -l) JPEGs"
-  awk -v label="$label" -v o="$o_med" -v oa="$o_all" -v on="$o_n" -v q="$p" -v qa="$(kv images_per_s_overall "$line")" \
-    -v qn="$(kv windows "$line")" -v busy="$(kv gpu_busy "$line")" \
-    -v m="$o_mem / $(gpu_mem peer-jpeg)" -v r="$o_rss / $(kv peak_rss_mib "$line")" \
-    'BEGIN { printf "| %s | %.0f (%.0f; %d windows) | %.0f (%.0f; %d windows) | %s | %s | %s | %s |\n",
-             label, o, oa, on, q, qa, qn, (q > 0 ? sprintf("%.2f", o / q) : "n/a"),
-             busy, m, r }'
+  for w in "${counts[@]}"; do
+    name=ours-jpeg-$w
+    if ours_run "$name" -data.synthetic data.train="$dir/v2/train-*.h5" \
+         data.augment=random_resized_crop data.image_size="$size" model.num_classes=10 \
+         train.max_steps="$jpeg_steps" train.precision="$jpeg_precision" data.workers="$w"; then
+      read -r o_med o_all o_n <<<"$(windows "$name")"
+    else
+      o_med=0 o_all=0 o_n=0 failed=1
+    fi
+    (( o_n >= 3 )) || echo "$name: only $o_n log windows after the first (want >= 3)" >&2
+    peer_cols="| | | |"
+    if [[ -n $first ]]; then
+      best=$o_med
+      peer_cols=$(awk -v q="$p" -v qa="$(kv images_per_s_overall "$line")" \
+        -v qn="$(kv windows "$line")" -v o="$o_med" -v busy="$(kv gpu_busy "$line")" \
+        'BEGIN { printf "| %.0f (%.0f; %d windows) | %s | %s |", q, qa, qn,
+                 (q > 0 ? sprintf("%.2f", o / q) : "n/a"), busy }')
+    fi
+    awk -v label="$label, $w loader threads" -v o="$o_med" -v oa="$o_all" -v on="$o_n" \
+      -v peer="$peer_cols" -v ref="$reference" \
+      -v m="$(gpu_mem "$name")${first:+ / $(gpu_mem peer-jpeg)}" \
+      -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)${first:+ / $(kv peak_rss_mib "$line")}" \
+      'BEGIN { printf "| %s | %.0f (%.0f; %d windows) %s %s | %s | %s |\n", label, o, oa, on, peer,
+               (ref > 0 ? sprintf("%.2f", o / ref) : "n/a"), m, r }'
+    first=
+    awk -v o="$o_med" -v b="$best" 'BEGIN { exit !(b > 0 && o >= 0.95 * b) }' || break
+    fewest=$w
+  done
+  echo "| fewest loader threads within 5% of $top's rate: ${fewest:-none} | | | | | | | |"
   return "$failed"
 }
 
@@ -448,8 +486,13 @@ table() {
     jpeg)
       echo "$jpeg_steps steps, $every a window; images/s: median of the windows after the first (overall)"
       echo
-      echo "| run | hpctrain img/s | torchvision recipe img/s | ratio | peer GPU busy | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
-      echo "|---|---:|---:|---:|---:|---:|---:|"
+      echo "Ours with each count of loader threads of JPEG_WORKERS ($jpeg_workers), from the most down until"
+      echo "it falls more than 5% below the first; the recipe with the first count's DataLoader workers."
+      echo "\"of synthetic\": ours over its own eager figure on synthetic data (same model, size, batch"
+      echo "and precision, measured in this run): 1.0 is a loader that keeps the GPU busy."
+      echo
+      echo "| run | hpctrain img/s | torchvision recipe img/s | ratio | peer GPU busy | of synthetic | GPU mem MiB ours / peer | host peak RSS MiB ours / peer |"
+      echo "|---|---:|---:|---:|---:|---:|---:|---:|"
       ;;
     rows)
       echo "$steps steps; images/s ours: median of the windows after the first; peer: after 10 warm-up steps"
@@ -503,7 +546,7 @@ fi
 echo "## GPU: $arch, batch $batch, channels_last, $gpu, $(date -u +%F)"
 echo
 echo "threads: $threads compute threads per side, $workers loader threads (ours) / DataLoader worker"
-echo "processes (the peer's jpeg and hdf5 runs); peer: torch $("$python" -c 'import torch; print(torch.__version__)')"
+echo "processes (the peer's hdf5 runs; the jpeg row's: JPEG_WORKERS, $jpeg_workers); peer: torch $("$python" -c 'import torch; print(torch.__version__)')"
 status=0
 for r in $rows; do
   case $r in
