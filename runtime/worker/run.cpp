@@ -114,9 +114,6 @@ void check_world_size(const spec::Spec& spec, const dist::WorldInfo& world,
   }
 }
 
-// A bad HPCTRAIN_TEST_STALL is refused before the rendezvous, by every rank alike: refused after
-// it, a rank that joined first exited while a peer was still connecting to it, and that peer
-// waited out the rendezvous deadline. (No rank is -1: nothing is planted here.)
 // Which job this rank belongs to, for the rendezvous to refuse a store that serves another
 // (dist/store_join.hpp): what every rank of one job shares and two jobs on one machine do not.
 std::string job_identity(const dist::Launch& launch, const std::optional<spec::Spec>& spec) {
@@ -130,6 +127,9 @@ std::string job_identity(const dist::Launch& launch, const std::optional<spec::S
   return id;
 }
 
+// A bad HPCTRAIN_TEST_STALL is refused before the rendezvous, by every rank alike: refused after
+// it, a rank that joined first exited while a peer was still connecting to it, and that peer
+// waited out the rendezvous deadline. (No rank is -1: nothing is planted here.)
 void check_stall_plant(const TestPlants& test) {
   if (test.stall.empty()) return;
   try {
