@@ -46,6 +46,18 @@ struct Outcome {
   int ops = 0;
 };
 
+// Rank `rank` of `world` on host0, store host0:29500, a 5 s deadline.
+StoreJoinOptions member(int rank, int world, const std::string& job) {
+  StoreJoinOptions o;
+  o.rank = rank;
+  o.world_size = world;
+  o.hostname = "host0";
+  o.store_address = "host0:29500";
+  o.timeout = 5s;
+  o.job = job;
+  return o;
+}
+
 // `world` ranks join, rank r with derived[r] (null: not derivable), those in `absent` never.
 std::vector<Outcome> join_all(int world, const std::vector<Hosts>& derived,
                               std::chrono::milliseconds timeout, std::vector<int> absent = {}) {
@@ -56,13 +68,9 @@ std::vector<Outcome> join_all(int world, const std::vector<Hosts>& derived,
     if (std::find(absent.begin(), absent.end(), r) != absent.end()) continue;
     ranks.emplace_back([&, r] {
       Counting conn(store.connection());
-      StoreJoinOptions o;
-      o.rank = r;
-      o.world_size = world;
+      StoreJoinOptions o = member(r, world, "run directory /runs/a");
       o.hostname = "host" + std::to_string(r / 2);
-      o.store_address = "host0:29500";
       o.timeout = timeout;
-      o.job = "run directory /runs/a";
       o.hosts = derived[static_cast<size_t>(r)];
       try {
         out[static_cast<size_t>(r)].joined = join_on_store(conn, o);
@@ -119,17 +127,6 @@ TEST(StoreJoin, ARankThatNeverArrivesIsNamedByEveryRank) {
               "1 (host0), 3 (host1)")
         << "rank " << r;
   }
-}
-
-StoreJoinOptions member(int rank, int world, const std::string& job) {
-  StoreJoinOptions o;
-  o.rank = rank;
-  o.world_size = world;
-  o.hostname = "host0";
-  o.store_address = "host0:29500";
-  o.timeout = 5s;
-  o.job = job;
-  return o;
 }
 
 // `o` joins `store` on a thread of its own; the error it threw, if any, in `error`.
