@@ -36,7 +36,10 @@
 #                    same kinds). graphs-ARCH runs one model's rows. With PEER_CACHE=DIR the
 #                    peer compiles on the caches `gpu.sh --prewarm DIR` made ahead (DIR/ARCH-
 #                    PRECISION, kept): the warm-up column is then a warm start's, with prewarm's
-#                    cold one (DIR/cold.txt) beside it.
+#                    cold one (DIR/cold.txt) beside it. GRAPHS_VS picks the sides ours with graphs
+#                    is measured against (eager none default reduce-overhead: ours eager, then the
+#                    peer's modes); ours eager runs anyway for the jpeg row's model, size, batch
+#                    and precision when the jpeg row runs (its "of synthetic" is over that figure).
 #   compile          (opt-in, not in the default ROWS: an estimated 4-5 minutes on an H200, too
 #                    many beside the default rows in a device session; README) one table, for each
 #                    model of COMPILE_MODELS (ARCH:SIZE:BATCH; resnet20:32:128 resnet50:224:256
@@ -103,6 +106,18 @@ compile_warmup=${COMPILE_WARMUP:-20}
 graphs_models=${GRAPHS_MODELS:-resnet20:32:128 resnet50:224:256}
 graphs_precisions=${GRAPHS_PRECISIONS:-fp16 bf16}
 graphs_warmup=${GRAPHS_WARMUP:-20}
+graphs_vs=${GRAPHS_VS:-eager none default reduce-overhead}
+for side in $graphs_vs; do
+  case $side in
+    eager | none | default | reduce-overhead) ;;
+    *) echo "gpu.sh: GRAPHS_VS: unknown side '$side' (eager none default reduce-overhead)" >&2
+       exit 2 ;;
+  esac
+done
+# The jpeg row's model, size, batch and precision: the graphs table runs ours eager for it
+# whatever GRAPHS_VS says, when the jpeg row runs (its "of synthetic" is over that figure).
+jpeg_model=
+[[ " $rows " == *" jpeg "* ]] && jpeg_model=$arch:$size:$batch:$jpeg_precision
 gpu_keys=(job.gpus_per_node=1)
 [[ $device == cpu ]] && gpu_keys=()
 
@@ -391,11 +406,29 @@ prewarm_peers() {
   return "$status"
 }
 
-# graphs_row ARCH SIZE BATCH: for each precision, ours with graphs and the fused batch norm, ours
-# eager, the peer eager and compiled; a table row each.
+# graphs_eager_row ARCH SIZE BATCH PRECISION GRAPHS_RATE KEY=VALUE...: ours eager, the graphs
+# table's row: the synthetic row's run when that ran first and is this very run (resnet50, 224,
+# batch 256), a run of its own otherwise.
+graphs_eager_row() {
+  local arch=$1 size=$2 batch=$3 precision=$4 o_g=$5 name=ours-$4-synthetic o_e rest on failed=0
+  shift 5
+  if [[ ! -f $tmp/$name.rss || $arch != resnet50 || $size != 224 || $batch != 256 ]]; then
+    name=ours-ge-$arch-$precision
+    ours_run "$name" "$@" || failed=1
+  fi
+  read -r o_e rest on <<<"$(windows "$name" 2>/dev/null || echo "0 0 0")"
+  awk -v l="$arch ${size}x$size b$batch" -v p="$precision" -v o="$o_e" -v on="$on" -v g="$o_g" \
+    -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
+    'BEGIN { printf "| %s | %s | hpctrain eager (%d windows) | %.0f | %s | | | %s | %s |\n",
+             l, p, on, o, (o > 0 ? sprintf("%.2f", g / o) : "n/a"), m, r }'
+  return "$failed"
+}
+
+# graphs_row ARCH SIZE BATCH: for each precision, ours with graphs and the fused batch norm, then
+# the sides of GRAPHS_VS (ours eager also for the jpeg row's model); a table row each.
 graphs_row() {
   local arch=$1 size=$2 batch=$3 classes=1000 stem=imagenet n=60 samples=5120 failed=0
-  local precision label o_g=0 o_e=0 on rest nodes mode name line p side kernels first=1 cache
+  local precision label o_g=0 on rest nodes mode name line p side kernels first=1 cache
   local cold
   [[ $arch == resnet20 ]] && classes=10 stem=cifar n=300
   [[ -n $steps_given ]] && n=$steps
@@ -421,21 +454,13 @@ graphs_row() {
       -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
       'BEGIN { printf "| %s | %s | hpctrain, CUDA graphs + fused BN (%d windows) | %.0f | | %s | | %s | %s |\n",
                l, p, on, o, k, m, r }'
-    # Ours eager: the synthetic row's run when that ran first and is this very run (resnet50,
-    # 224, batch 256).
-    name=ours-$precision-synthetic
-    if [[ ! -f $tmp/$name.rss || $arch != resnet50 || $size != 224 || $batch != 256 ]]; then
-      name=ours-ge-$arch-$precision
-      ours_run "$name" "${keys[@]}" || failed=1
+    if [[ " $graphs_vs " == *" eager "* || "$arch:$size:$batch:$precision" == "$jpeg_model" ]]; then
+      graphs_eager_row "$arch" "$size" "$batch" "$precision" "$o_g" "${keys[@]}" || failed=1
     fi
-    read -r o_e rest on <<<"$(windows "$name" 2>/dev/null || echo "0 0 0")"
-    awk -v l="$label" -v p="$precision" -v o="$o_e" -v on="$on" -v g="$o_g" \
-      -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
-      'BEGIN { printf "| %s | %s | hpctrain eager (%d windows) | %.0f | %s | | | %s | %s |\n",
-               l, p, on, o, (o > 0 ? sprintf("%.2f", g / o) : "n/a"), m, r }'
     cache=$tmp/inductor-$arch-$precision
     [[ -n $peer_cache ]] && cache=$peer_cache/$arch-$precision
-    for mode in none default reduce-overhead; do
+    for mode in $graphs_vs; do
+      [[ $mode == eager ]] && continue
       name=peer-g-$arch-$precision-$mode
       graphs_peer_args "$arch" "$size" "$batch" "$precision" "$mode" "$n" "$graphs_warmup"
       line=$(TORCHINDUCTOR_CACHE_DIR=$cache TRITON_CACHE_DIR=$cache/triton \
