@@ -3,10 +3,9 @@
 # build the CUDA build, run the gpu-labelled tests, and run the GPU training benchmark
 # (bench/train/gpu.sh's default rows: the graphs table, ResNet-20 and ResNet-50 in fp16 and bf16,
 # ours with CUDA graphs against torch.compile default and reduce-overhead, whose compiles are made
-# ahead in the background while it builds and tests; then the JPEG row, with ours eager at
-# ResNet-50 fp16 as its synthetic reference). GRAPHS_VS ("default reduce-overhead" here) sets the
-# graphs table's sides; the rest, ours and PyTorch eager, in a second call:
-# `ROWS=graphs GRAPHS_VS="eager none" scripts/gpu-check.sh bench`.
+# ahead in the background while it builds and tests; then the JPEG row). GRAPHS_VS ("default
+# reduce-overhead" here) sets the graphs table's sides; what a budget cut left out, or else the
+# other sides (ours and PyTorch eager), in a second call: `scripts/gpu-check.sh bench`.
 #
 #   scripts/gpu-check.sh prepare   here, with a package registry: download the Debian packages a
 #                                  bare GPU image lacks (below) into .gpu-debs/ (git-ignored)
@@ -22,7 +21,11 @@
 #                                  benchmark gets what is left of GPU_CHECK_BUDGET_S (540) and is
 #                                  stopped there; the test logs land before it starts.
 #   scripts/gpu-check.sh bench     on the GPU machine after run (a second call, warm): the
-#                                  benchmark alone, ROWS and COMPILE_MODES as bench/train/gpu.sh's
+#                                  benchmark alone, ROWS, GRAPHS_VS and COMPILE_MODES as
+#                                  bench/train/gpu.sh's; without ROWS, the rows the calls before
+#                                  left out when the budget cut them, or when none was, the
+#                                  graphs table's eager sides
+#   scripts/gpu-check.sh bench-rows  what bench would run: ROWS="..." GRAPHS_VS="..."
 #   scripts/gpu-check.sh           prepare, then run when nvidia-smi sees a GPU; without one it
 #                                  checks the package list: every library the build links and
 #                                  every program it runs from the packages finds what it needs in
@@ -260,7 +263,7 @@ run() {
   [[ -d $debs ]] || { log "no $debs: run 'scripts/gpu-check.sh prepare' where apt works"; exit 1; }
   nvidia-smi > /dev/null 2>&1 || { log "no GPU (nvidia-smi fails)"; exit 77; }
   mkdir -p "$out"
-  rm -f "${out_files[@]/#/$out/}"
+  rm -f "${out_files[@]/#/$out/}" "$rows_done"
   note "gpu-check.sh run: $(git -C "$root" log -1 --format='%h %s' 2>/dev/null | cut -c1-100)," \
        "$(date -u '+%F %T') UTC, $(nproc) cores, budget ${budget} s"
   nvidia-smi >> "$out/summary.txt" 2>&1
@@ -342,10 +345,10 @@ run() {
     log "bench: bench/train/gpu.sh build-gpu (stopped after $left s)"
     t0=$SECONDS
     local status=0
-    # The graphs table against what the GPU acceptance asks of it (torch.compile's two modes;
-    # ours eager for the jpeg row's model alone): the other sides in a second call (header).
+    # The graphs table against what the GPU acceptance asks of it (torch.compile's two modes):
+    # the other sides in a second call (header).
     TIMES=$out/summary.txt ROWS=$rows GRAPHS_VS=${GRAPHS_VS:-default reduce-overhead} \
-      timeout -k 10 "$left" bench/train/gpu.sh build-gpu \
+      ROWS_DONE=$rows_done timeout -k 10 "$left" bench/train/gpu.sh build-gpu \
       > "$out/bench.md" 2>> "$out/bench.log" || status=$?
     note "bench: status $status$( ((status == 124)) && echo ' (stopped at the budget)'), $((SECONDS - t0)) s (at $((SECONDS - start)) s)"
     (( status == 0 )) || failed+=(bench)
@@ -411,8 +414,39 @@ finish() {
   log "all steps passed; logs in $out"
 }
 
+# What the benchmark of this machine's calls planned and finished (bench/train/gpu.sh's ROWS_DONE).
+rows_done=${GPU_CHECK_ROWS_DONE:-/tmp/hpctrain-gpu-rows.txt}
+
+# leftover_rows: the rows the calls before planned and did not finish (a budget cut), one per
+# line, in their order.
+leftover_rows() {
+  [[ -f $rows_done ]] || return 0
+  awk '$1 == "plan" && !($2 in seen) { seen[$2]; order[++n] = $2 }
+       $1 == "done" { finished[$2] }
+       END { for (i = 1; i <= n; i++) if (!(order[i] in finished)) print order[i] }' "$rows_done"
+}
+
+# bench_rows: ROWS and GRAPHS_VS for bench (exported; those given are kept): without ROWS, what
+# the calls before left out (leftover_rows, against the acceptance's sides; the first call's rows
+# when no benchmark ran), or when they finished everything, the graphs table's other sides.
+bench_rows() {
+  local left
+  if [[ -z ${ROWS:-} && ! -f $rows_done ]]; then
+    # No benchmark ran before (run skipped it, or stopped first): the first call's rows.
+    export ROWS="graphs jpeg" GRAPHS_VS=${GRAPHS_VS:-default reduce-overhead}
+  elif [[ -z ${ROWS:-} ]]; then
+    left=$(leftover_rows | tr '\n' ' ')
+    if [[ -n $left ]]; then
+      export ROWS=${left% } GRAPHS_VS=${GRAPHS_VS:-default reduce-overhead}
+    else
+      export ROWS=graphs GRAPHS_VS=${GRAPHS_VS:-eager none}
+    fi
+  fi
+}
+
 # bench: bench/train/gpu.sh alone, on a machine where `run` built build-gpu (a second call on the
-# warm machine: ROWS and COMPILE_MODES pick the rows); its tables to $out/bench.md.
+# warm machine); its tables to $out/bench.md. ROWS, GRAPHS_VS and COMPILE_MODES pick the rows,
+# bench_rows when ROWS is not given.
 bench_again() {
   [[ -x build-gpu/bin/hpctrain-worker ]] || { log "no build-gpu/bin/hpctrain-worker: 'run' first"; exit 1; }
   mkdir -p "$out"
@@ -420,7 +454,10 @@ bench_again() {
   # The first call's compiled peer, when the machine still has it.
   [[ -f $peer_cache/cold.txt ]] && export PEER_CACHE=$peer_cache
   local status=0
-  TIMES=$out/summary.txt timeout -k 10 "$budget" bench/train/gpu.sh build-gpu \
+  bench_rows
+  log "bench: ROWS=\"$ROWS\" GRAPHS_VS=\"${GRAPHS_VS:-}\" (stopped after $budget s)"
+  echo "bench (again): ROWS=\"$ROWS\" GRAPHS_VS=\"${GRAPHS_VS:-}\"" >> "$out/summary.txt"
+  TIMES=$out/summary.txt ROWS_DONE=$rows_done timeout -k 10 "$budget" bench/train/gpu.sh build-gpu \
     > "$out/bench.md" 2> "$out/bench.log" || status=$?
   cap "$out/bench.log"
   cat "$out/bench.md" "$out/summary.txt"
@@ -431,6 +468,7 @@ case "${1:-auto}" in
   prepare) prepare ;;
   run) run ;;
   bench) bench_again ;;
+  bench-rows) bench_rows; echo "ROWS=\"$ROWS\" GRAPHS_VS=\"${GRAPHS_VS:-}\"" ;;
   auto)
     prepare
     if nvidia-smi > /dev/null 2>&1; then
@@ -441,5 +479,5 @@ case "${1:-auto}" in
       check
     fi
     ;;
-  *) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

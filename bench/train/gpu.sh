@@ -7,7 +7,8 @@
 #                    (6,144 images, bench/train/jpeg_data.sh) as format v2 shards: ours through
 #                    its loader threads, each count of JPEG_WORKERS (6 4 3 2) from the most down
 #                    until it falls 5% below the first (the fewest that keep the GPU busy), and its
-#                    rate over ours' eager synthetic figure of this run; the peer is torchvision's
+#                    rate over ours' eager synthetic figure of this run (a run of its own when no
+#                    row before measured it); the peer is torchvision's
 #                    ImageNet recipe (peer_jpeg.py: ImageFolder + PIL in a DataLoader with the first
 #                    count's workers)
 #   fp16-synthetic, bf16-synthetic
@@ -38,8 +39,7 @@
 #                    PRECISION, kept): the warm-up column is then a warm start's, with prewarm's
 #                    cold one (DIR/cold.txt) beside it. GRAPHS_VS picks the sides ours with graphs
 #                    is measured against (eager none default reduce-overhead: ours eager, then the
-#                    peer's modes); ours eager runs anyway for the jpeg row's model, size, batch
-#                    and precision when the jpeg row runs (its "of synthetic" is over that figure).
+#                    peer's modes).
 #   compile          (opt-in, not in the default ROWS: an estimated 4-5 minutes on an H200, too
 #                    many beside the default rows in a device session; README) one table, for each
 #                    model of COMPILE_MODELS (ARCH:SIZE:BATCH; resnet20:32:128 resnet50:224:256
@@ -114,10 +114,6 @@ for side in $graphs_vs; do
        exit 2 ;;
   esac
 done
-# The jpeg row's model, size, batch and precision: the graphs table runs ours eager for it
-# whatever GRAPHS_VS says, when the jpeg row runs (its "of synthetic" is over that figure).
-jpeg_model=
-[[ " $rows " == *" jpeg "* ]] && jpeg_model=$arch:$size:$batch:$jpeg_precision
 gpu_keys=(job.gpus_per_node=1)
 [[ $device == cpu ]] && gpu_keys=()
 
@@ -182,11 +178,13 @@ peer_run() {
 kv() { grep -oE "(^| )$1=[^ ]+" <<<"$2" | head -n 1 | cut -d= -f2; }
 
 # synthetic_reference: ours' eager figure on synthetic data with the jpeg row's model, size, batch
-# and precision when a row of this run measured it (the graphs table's "hpctrain eager", or the
-# synthetic row); empty otherwise. The jpeg row over it says whether its loader kept the GPU busy.
+# and precision when a row of this run measured it (the graphs table's "hpctrain eager", the
+# synthetic row, or the jpeg row's own run of it); empty otherwise. The jpeg row over it says
+# whether its loader kept the GPU busy.
 synthetic_reference() {
   local name
-  for name in "ours-ge-$arch-$jpeg_precision" "ours-$jpeg_precision-synthetic"; do
+  for name in "ours-ge-$arch-$jpeg_precision" "ours-$jpeg_precision-synthetic" \
+              "ours-reference-$jpeg_precision"; do
     [[ $name == ours-ge-* && ! " $graphs_models " == *" $arch:$size:$batch "* ]] && continue
     [[ $name == ours-*-synthetic && ($arch != resnet50 || $size != 224 || $batch != 256) ]] \
       && continue
@@ -215,6 +213,13 @@ jpeg_row() {
     || { line="images_per_s=0 images_per_s_overall=0 windows=0 gpu_busy=n/a peak_rss_mib=n/a"; failed=1; }
   p=$(kv images_per_s "$line")
   reference=$(synthetic_reference)
+  if [[ -z $reference ]]; then
+    # No row of this run measured it: ours eager on synthetic data, as the graphs table runs it.
+    local keys=()
+    synthetic_keys "$arch" "$size" "$batch" "$jpeg_precision"
+    ours_run "ours-reference-$jpeg_precision" "${keys[@]}" || failed=1
+    reference=$(synthetic_reference)
+  fi
   label="$jpeg_precision RRC $size, $(find "$dir/images" -name '*.JPEG' | wc -l) JPEGs"
   for w in "${counts[@]}"; do
     name=ours-jpeg-$w
@@ -406,6 +411,24 @@ prewarm_peers() {
   return "$status"
 }
 
+# graphs_steps ARCH: a graphs row's steps (STEPS; else 300 for the CIFAR ResNets, 60 others).
+graphs_steps() {
+  if [[ -n $steps_given ]]; then echo "$steps"; elif [[ $1 == resnet20 ]]; then echo 300
+  else echo 60; fi
+}
+
+# synthetic_keys ARCH SIZE BATCH PRECISION: the spec keys of ours on synthetic data for the graphs
+# rows (the CIFAR ResNets: 10 classes; the others 1000; graphs_steps), in the caller's array keys.
+synthetic_keys() {
+  local classes=1000 n samples=5120
+  [[ $1 == resnet20 ]] && classes=10
+  n=$(graphs_steps "$1")
+  [[ $device == cpu ]] && samples=$(( $3 * 8 ))
+  keys=(data.synthetic_samples="$samples" data.synthetic_image_size="$2" data.augment=none
+        model.arch="$1" model.num_classes="$classes" train.batch_size="$3"
+        train.max_steps="$n" train.precision="$4")
+}
+
 # graphs_eager_row ARCH SIZE BATCH PRECISION GRAPHS_RATE KEY=VALUE...: ours eager, the graphs
 # table's row: the synthetic row's run when that ran first and is this very run (resnet50, 224,
 # batch 256), a run of its own otherwise.
@@ -427,20 +450,15 @@ graphs_eager_row() {
 # graphs_row ARCH SIZE BATCH: for each precision, ours with graphs and the fused batch norm, then
 # the sides of GRAPHS_VS (ours eager also for the jpeg row's model); a table row each.
 graphs_row() {
-  local arch=$1 size=$2 batch=$3 classes=1000 stem=imagenet n=60 samples=5120 failed=0
+  local arch=$1 size=$2 batch=$3 failed=0 keys=() n
   local precision label o_g=0 on rest nodes mode name line p side kernels first=1 cache
   local cold
-  [[ $arch == resnet20 ]] && classes=10 stem=cifar n=300
-  [[ -n $steps_given ]] && n=$steps
-  if [[ $device == cpu ]]; then
-    samples=$(( batch * 8 ))
-    local -x HPCTRAIN_GPU_PATH_ON_CPU=1  # ours: the static step's eager twin (the smoke test)
-  fi
+  n=$(graphs_steps "$arch")
+  # ours: the static step's eager twin on a CPU (the smoke test)
+  [[ $device == cpu ]] && local -x HPCTRAIN_GPU_PATH_ON_CPU=1
   for precision in $graphs_precisions; do
     label="$arch ${size}x$size b$batch"
-    local keys=(data.synthetic_samples="$samples" data.synthetic_image_size="$size" data.augment=none
-                model.arch="$arch" model.num_classes="$classes" train.batch_size="$batch"
-                train.max_steps="$n" train.precision="$precision")
+    synthetic_keys "$arch" "$size" "$batch" "$precision"
     name=ours-g-$arch-$precision
     if ours_run "$name" "${keys[@]}" train.cuda_graphs=true model.fused_bn=true; then
       read -r o_g rest on <<<"$(windows "$name")"
@@ -454,7 +472,7 @@ graphs_row() {
       -v m="$(gpu_mem "$name")" -v r="$(cat "$tmp/$name.rss" 2>/dev/null || echo n/a)" \
       'BEGIN { printf "| %s | %s | hpctrain, CUDA graphs + fused BN (%d windows) | %.0f | | %s | | %s | %s |\n",
                l, p, on, o, k, m, r }'
-    if [[ " $graphs_vs " == *" eager "* || "$arch:$size:$batch:$precision" == "$jpeg_model" ]]; then
+    if [[ " $graphs_vs " == *" eager "* ]]; then
       graphs_eager_row "$arch" "$size" "$batch" "$precision" "$o_g" "${keys[@]}" || failed=1
     fi
     cache=$tmp/inductor-$arch-$precision
@@ -495,7 +513,12 @@ model_rows() {
     IFS=: read -r m_arch m_size m_batch <<<"$spec"
     [[ $r == "$kind" || $r == "$kind-$m_arch" ]] || continue
     found=1
-    "$fn" "$m_arch" "$m_size" "$m_batch" || failed=1
+    if "$fn" "$m_arch" "$m_size" "$m_batch"; then
+      finished "$kind-$m_arch" 0
+    else
+      failed=1
+      finished "$kind-$m_arch" 1
+    fi
   done
   [[ -n $found ]] || { echo "gpu.sh: no model for row $r (${kind^^}_MODELS)" >&2; return 1; }
   return "$failed"
@@ -573,29 +596,51 @@ echo
 echo "threads: $threads compute threads per side, $workers loader threads (ours) / DataLoader worker"
 echo "processes (the peer's hdf5 runs; the jpeg row's: JPEG_WORKERS, $jpeg_workers); peer: torch $("$python" -c 'import torch; print(torch.__version__)')"
 status=0
+# Each row (a graphs or compile row, one line a model) as planned, then as finished, to ROWS_DONE:
+# a later call can tell what a budget cut left out (scripts/gpu-check.sh bench).
+row_units() {
+  local r spec
+  for r in $rows; do
+    case $r in
+      graphs | compile)
+        local models=$graphs_models
+        [[ $r == compile ]] && models=$compile_models
+        for spec in $models; do echo "$r-${spec%%:*}"; done
+        ;;
+      *) echo "$r" ;;
+    esac
+  done
+}
+rows_done=${ROWS_DONE:-/dev/null}
+row_units | sed 's/^/plan /' >> "$rows_done"
+finished() { echo "done $1 status $2" >> "$rows_done"; }
 for r in $rows; do
+  row_status=0
   case $r in
     jpeg)
       table jpeg
-      jpeg_row || status=1
+      jpeg_row || row_status=1
+      finished jpeg "$row_status"
       ;;
     fp16-* | bf16-*)
       table rows
       if [[ $r == *-fused ]]; then
-        fused_row "${r%%-*}" || status=1
+        fused_row "${r%%-*}" || row_status=1
       else
-        row "${r%%-*}" "${r#*-}" || status=1
+        row "${r%%-*}" "${r#*-}" || row_status=1
       fi
+      finished "$r" "$row_status"
       ;;
     graphs | graphs-*)
       table graphs
-      model_rows graphs "$r" graphs_row "$graphs_models" || status=1
+      model_rows graphs "$r" graphs_row "$graphs_models" || row_status=1
       ;;
     compile | compile-*)
       table compile
-      model_rows compile "$r" compile_row "$compile_models" || status=1
+      model_rows compile "$r" compile_row "$compile_models" || row_status=1
       ;;
-    *) echo "gpu.sh: unknown row $r" >&2; status=1 ;;
+    *) echo "gpu.sh: unknown row $r" >&2; row_status=1 ;;
   esac
+  (( row_status == 0 )) || status=1
 done
 exit "$status"
