@@ -448,7 +448,7 @@ graphs_eager_row() {
 }
 
 # graphs_row ARCH SIZE BATCH: for each precision, ours with graphs and the fused batch norm, then
-# the sides of GRAPHS_VS (ours eager also for the jpeg row's model); a table row each.
+# the sides of GRAPHS_VS; a table row each.
 graphs_row() {
   local arch=$1 size=$2 batch=$3 failed=0 keys=() n
   local precision label o_g=0 on rest nodes mode name line p side kernels first=1 cache
@@ -520,7 +520,11 @@ model_rows() {
       finished "$kind-$m_arch" 1
     fi
   done
-  [[ -n $found ]] || { echo "gpu.sh: no model for row $r (${kind^^}_MODELS)" >&2; return 1; }
+  if [[ -z $found ]]; then
+    echo "gpu.sh: no model for row $r (${kind^^}_MODELS)" >&2
+    finished "$r" 1
+    return 1
+  fi
   return "$failed"
 }
 
@@ -639,7 +643,7 @@ for r in $rows; do
       table compile
       model_rows compile "$r" compile_row "$compile_models" || row_status=1
       ;;
-    *) echo "gpu.sh: unknown row $r" >&2; row_status=1 ;;
+    *) echo "gpu.sh: unknown row $r" >&2; row_status=1; finished "$r" 1 ;;
   esac
   (( row_status == 0 )) || status=1
 done

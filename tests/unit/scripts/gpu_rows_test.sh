@@ -2,8 +2,8 @@
 # The GPU benchmark's record of its rows (bench/train/gpu.sh's ROWS_DONE) and what a second device
 # call runs from it (scripts/gpu-check.sh bench, shown by bench-rows): no record, the first call's
 # rows; a budget cut, the rows it left out, in their order; everything finished, the graphs
-# table's eager sides; ROWS and GRAPHS_VS given, kept. gpu.sh runs for real with DEVICE=cpu against
-# a stand-in worker (one that fails at once, or one cut by the budget) and no peer python, so its
+# table's eager sides; ROWS and GRAPHS_VS given, kept; a row that cannot run, finished at once.
+# gpu.sh runs for real with DEVICE=cpu against a stand-in worker (one that fails at once, or one cut by the budget) and no peer python, so its
 # rows end within seconds: what is tested is which rows it records as planned and as finished.
 #   gpu_rows_test.sh SOURCE_DIR
 set -uo pipefail
@@ -52,6 +52,15 @@ for row in graphs-resnet18 jpeg; do
 done
 grep -q '^| fewest loader threads' "$tmp/bench.md" \
   || check_failed "the jpeg row printed no table: $(cat "$tmp/bench.md")"
+expect 0 '^ROWS="graphs" GRAPHS_VS="eager none"$' picks
+
+# A row that names no model, or no row at all, finishes at once with status 1 (it is not left
+# for the next call).
+bench "$tmp/build" "graphs-nosuch bogus"
+[[ $? == 1 ]] || check_failed "gpu.sh with rows it cannot run did not exit 1"
+for row in graphs-nosuch bogus; do
+  grep -qx "done $row status 1" "$record" || check_failed "no 'done $row status 1': $(cat "$record")"
+done
 expect 0 '^ROWS="graphs" GRAPHS_VS="eager none"$' picks
 
 # An unknown side is refused before any row is planned.
