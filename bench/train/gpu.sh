@@ -65,7 +65,9 @@
 #                    scripts/gpu-check.sh runs it in the background while it builds and tests.
 # STEPS (60), JPEG_STEPS (100), JPEG_WORKERS (6 4 3 2), EVERY (10: steps a window), WORKERS (nproc - 2),
 # THREADS (2), JPEG_DIR (jpeg_data.sh's DIR;
-# made in a temporary directory when unset), TIMES (a file each part's seconds are appended to).
+# made in a temporary directory when unset), TIMES (a file each part's seconds are appended to),
+# ROWS_DONE (a file each row is appended to as "plan ROW" at the start and "done ROW status S"
+# once it ended, a graphs or compile row one line a model: what a budget cut left out).
 # PRECISION (fp16): the jpeg and compile rows'. STEPS also sets the compile rows' steps (by
 # default 300 for resnet20, 60 for the others).
 # DEVICE=cpu runs the jpeg, compile and graphs rows without a GPU as a smoke test (ARCH, SIZE,
