@@ -347,7 +347,7 @@ run() {
     local status=0
     # The graphs table against what the GPU acceptance asks of it (torch.compile's two modes):
     # the other sides in a second call (header).
-    TIMES=$out/summary.txt ROWS=$rows GRAPHS_VS=${GRAPHS_VS:-default reduce-overhead} \
+    TIMES=$out/summary.txt ROWS=$rows GRAPHS_VS=${GRAPHS_VS:-$acceptance_sides} \
       ROWS_DONE=$rows_done timeout -k 10 "$left" bench/train/gpu.sh build-gpu \
       > "$out/bench.md" 2>> "$out/bench.log" || status=$?
     note "bench: status $status$( ((status == 124)) && echo ' (stopped at the budget)'), $((SECONDS - t0)) s (at $((SECONDS - start)) s)"
@@ -414,6 +414,8 @@ finish() {
   log "all steps passed; logs in $out"
 }
 
+# The graphs table's sides the GPU acceptance asks for (bench/train/gpu.sh's GRAPHS_VS).
+acceptance_sides="default reduce-overhead"
 # What the benchmark of this machine's calls planned and finished (bench/train/gpu.sh's ROWS_DONE).
 rows_done=${GPU_CHECK_ROWS_DONE:-/tmp/hpctrain-gpu-rows.txt}
 
@@ -430,18 +432,16 @@ leftover_rows() {
 # the calls before left out (leftover_rows, against the acceptance's sides; the first call's rows
 # when no benchmark ran), or when they finished everything, the graphs table's other sides.
 bench_rows() {
-  local left
-  if [[ -z ${ROWS:-} && ! -f $rows_done ]]; then
-    # No benchmark ran before (run skipped it, or stopped first): the first call's rows.
-    export ROWS="graphs jpeg" GRAPHS_VS=${GRAPHS_VS:-default reduce-overhead}
-  elif [[ -z ${ROWS:-} ]]; then
-    left=$(leftover_rows | tr '\n' ' ')
-    if [[ -n $left ]]; then
-      export ROWS=${left% } GRAPHS_VS=${GRAPHS_VS:-default reduce-overhead}
-    else
-      export ROWS=graphs GRAPHS_VS=${GRAPHS_VS:-eager none}
-    fi
+  [[ -z ${ROWS:-} ]] || return 0
+  # No benchmark ran before (run skipped it, or stopped first): the first call's rows.
+  ROWS="graphs jpeg"
+  [[ -f $rows_done ]] && ROWS=$(leftover_rows | paste -sd ' ')
+  if [[ -n $ROWS ]]; then
+    GRAPHS_VS=${GRAPHS_VS:-$acceptance_sides}
+  else
+    ROWS=graphs GRAPHS_VS=${GRAPHS_VS:-eager none}
   fi
+  export ROWS GRAPHS_VS
 }
 
 # bench: bench/train/gpu.sh alone, on a machine where `run` built build-gpu (a second call on the
